@@ -1,0 +1,63 @@
+// Ledger-tracked allocation shared by every backend, and the backend factory.
+#include "backend/backend.h"
+
+#include "core/check.h"
+
+namespace gpt {
+
+void* Backend::alloc(size_t bytes, MemCat cat) {
+  if (bytes == 0) return nullptr;
+  void* p = raw_alloc(bytes);
+  GPT_CHECK(p, name(), ": out of memory allocating ", bytes, " bytes for ", memcat_name(cat));
+  ledger_.on_alloc(p, bytes, cat, MemDomain::device);
+  return p;
+}
+
+void* Backend::alloc_host(size_t bytes, MemCat cat) {
+  if (bytes == 0) return nullptr;
+  void* p = raw_alloc_host(bytes);
+  GPT_CHECK(p, name(), ": out of host memory allocating ", bytes, " bytes for ", memcat_name(cat));
+  ledger_.on_alloc(p, bytes, cat, MemDomain::host);
+  return p;
+}
+
+void Backend::free(void* p) {
+  if (!p) return;
+  ledger_.on_free(p);
+  raw_free(p);
+}
+
+void Backend::free_host(void* p) {
+  if (!p) return;
+  ledger_.on_free(p);
+  raw_free_host(p);
+}
+
+std::unique_ptr<Backend> make_cpu_backend();
+#ifdef GPT_WITH_CUDA
+std::unique_ptr<Backend> make_cuda_backend();
+bool cuda_device_visible();
+#endif
+
+bool cuda_available() {
+#ifdef GPT_WITH_CUDA
+  return cuda_device_visible();
+#else
+  return false;
+#endif
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& device) {
+  if (device == "cpu") return make_cpu_backend();
+  if (device == "cuda") {
+#ifdef GPT_WITH_CUDA
+    GPT_CHECK(cuda_device_visible(), "--device cuda: no CUDA GPU is visible (use --device cpu)");
+    return make_cuda_backend();
+#else
+    fail("--device cuda: this build has no CUDA backend (rebuild with nvcc available, -DGPT_CUDA=ON)");
+#endif
+  }
+  fail("--device: expected cpu or cuda, got '", device, "'");
+}
+
+}  // namespace gpt

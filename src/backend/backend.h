@@ -1,0 +1,138 @@
+// The backend interface: memory (through the ledger) and one forward and one backward method per op.
+// The model (src/model) is written once against this interface; kernels/cpu and kernels/cuda implement it.
+//
+// Conventions every implementation follows:
+//  - `void*` buffers hold the backend's compute dtype (compute_dtype(): F32 on cpu, BF16 on cuda):
+//    activations, activation gradients and gathered (full-unit) parameters.
+//  - `float*` buffers are always fp32: parameter gradients (full-unit, before reduce-scatter), layernorm
+//    statistics, per-token losses, master weights and optimizer state.
+//  - Backward ops OVERWRITE activation gradients (dinp) and ACCUMULATE (+=) parameter gradients
+//    (dw, db). The residual stream's gradient is summed explicitly with residual_backward.
+//  - Shapes: B batch, T time, C channels, NH heads, N = B*T rows, OC output channels, V vocab, Vp padded.
+//  - Every op is asynchronous with respect to the host on GPU backends (ordered on the compute stream);
+//    synchronize() waits for all of them.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backend/ledger.h"
+#include "core/dtype.h"
+
+namespace gpt {
+
+// AdamW hyperparameters for one update of one contiguous segment.
+struct AdamWParams {
+  float lr = 3e-4f;
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;  // already resolved per segment: 0 for biases, gains and embeddings' peers
+  float grad_scale = 1.0f;    // multiplies the gradient first (global-norm clipping folds in here)
+  int step = 1;               // 1-based, for bias correction
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual DType compute_dtype() const = 0;
+  size_t compute_size() const { return dtype_size(compute_dtype()); }
+
+  // ---- memory ------------------------------------------------------------------------------
+  // Device-domain allocation, tagged in the ledger. Memory is NOT zeroed.
+  void* alloc(size_t bytes, MemCat cat);
+  // Host-domain allocation (pinned on GPU backends), tagged in the ledger. NOT zeroed.
+  void* alloc_host(size_t bytes, MemCat cat);
+  void free(void* p);       // device-domain pointer from alloc()
+  void free_host(void* p);  // host-domain pointer from alloc_host()
+  MemoryLedger& ledger() { return ledger_; }
+
+  virtual void zero(void* p, size_t bytes) = 0;                          // device memory
+  virtual void copy_d2d(void* dst, const void* src, size_t bytes) = 0;
+  virtual void copy_h2d(void* dst, const void* src, size_t bytes) = 0;  // host -> device
+  virtual void copy_d2h(void* dst, const void* src, size_t bytes) = 0;  // device -> host
+  virtual void synchronize() = 0;
+  // Conversions between fp32 (master weights, host data) and the compute dtype, both on device.
+  virtual void f32_to_compute(void* dst, const float* src, size_t n) = 0;
+  virtual void compute_to_f32(float* dst, const void* src, size_t n) = 0;
+
+  // ---- ops (kernels/<backend>/<op>) -------------------------------------------------------------
+  // encoder: out = wte[tokens] + wpe[t]
+  virtual void encoder_forward(void* out /*(B,T,C)*/, const int* tokens /*(B,T) device*/,
+                               const void* wte /*(Vp,C)*/, const void* wpe /*(maxT,C)*/, int B, int T,
+                               int C) = 0;
+  virtual void encoder_backward(float* dwte /*(Vp,C) +=*/, float* dwpe /*(maxT,C) +=*/,
+                                const void* dout /*(B,T,C)*/, const int* tokens /*(B,T)*/, int B, int T,
+                                int C) = 0;
+
+  // layernorm over the last dim, eps 1e-5; mean and rstd saved for backward.
+  virtual void layernorm_forward(void* out /*(N,C)*/, float* mean /*(N)*/, float* rstd /*(N)*/,
+                                 const void* inp /*(N,C)*/, const void* w /*(C)*/, const void* b /*(C)*/,
+                                 int N, int C) = 0;
+  virtual void layernorm_backward(void* dinp /*(N,C) =*/, float* dw /*(C) +=*/, float* db /*(C) +=*/,
+                                  const void* dout /*(N,C)*/, const void* inp /*(N,C)*/,
+                                  const void* w /*(C)*/, const float* mean /*(N)*/,
+                                  const float* rstd /*(N)*/, int N, int C) = 0;
+
+  // matmul: out = inp @ w^T + bias (bias may be null)
+  virtual void matmul_forward(void* out /*(N,OC)*/, const void* inp /*(N,C)*/, const void* w /*(OC,C)*/,
+                              const void* bias /*(OC) or null*/, int N, int C, int OC) = 0;
+  // dinp may be null (no input gradient needed); dbias may be null (no bias).
+  virtual void matmul_backward(void* dinp /*(N,C) =*/, float* dw /*(OC,C) +=*/, float* dbias /*(OC) +=*/,
+                               const void* dout /*(N,OC)*/, const void* inp /*(N,C)*/,
+                               const void* w /*(OC,C)*/, int N, int C, int OC) = 0;
+
+  // causal multi-head self-attention on packed qkv; `state` is whatever the backend keeps for backward
+  // (softmax probabilities on cpu, log-sum-exp rows on cuda), attention_state_bytes() long.
+  virtual size_t attention_state_bytes(int B, int T, int NH) const = 0;
+  virtual void attention_forward(void* out /*(B,T,C)*/, void* state, const void* qkv /*(B,T,3C)*/, int B,
+                                 int T, int C, int NH) = 0;
+  virtual void attention_backward(void* dqkv /*(B,T,3C) =*/, const void* dout /*(B,T,C)*/,
+                                  const void* qkv /*(B,T,3C)*/, const void* out /*(B,T,C)*/,
+                                  const void* state, int B, int T, int C, int NH) = 0;
+
+  // GELU, tanh approximation (GPT-2's)
+  virtual void gelu_forward(void* out /*(N)*/, const void* inp /*(N)*/, size_t n) = 0;
+  virtual void gelu_backward(void* dinp /*(N) =*/, const void* inp /*(N)*/, const void* dout /*(N)*/,
+                             size_t n) = 0;
+
+  // residual: out = a + b; backward adds a branch's input gradient into the stream: dstream += dbranch
+  virtual void residual_forward(void* out /*(N)*/, const void* a /*(N)*/, const void* b /*(N)*/,
+                                size_t n) = 0;
+  virtual void residual_backward(void* dstream /*(N) +=*/, const void* dbranch /*(N)*/, size_t n) = 0;
+
+  // classifier: softmax + cross-entropy over the first V of Vp logits (padded columns are masked out).
+  // forward: losses[i] = -log softmax(logits[i])[targets[i]], logits untouched.
+  virtual void classifier_forward(float* losses /*(N)*/, const void* logits /*(N,Vp)*/,
+                                  const int* targets /*(N)*/, int N, int V, int Vp) = 0;
+  // fused forward+backward: writes losses and overwrites logits with dlogits = dloss*(softmax - onehot),
+  // zero in the padded columns. The full softmax is never stored separately.
+  virtual void classifier_backward(void* logits_to_dlogits /*(N,Vp)*/, float* losses /*(N)*/,
+                                   const int* targets /*(N)*/, float dloss, int N, int V, int Vp) = 0;
+
+  // AdamW on one contiguous fp32 segment (decoupled weight decay, bias-corrected moments).
+  virtual void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
+                            const AdamWParams& hp) = 0;
+  // sum of squares of an fp32 buffer, accumulated in double (for the global grad norm).
+  virtual double sum_squares(const float* x, size_t n) = 0;
+  // y += x for fp32 buffers (gradient accumulation into shards).
+  virtual void accumulate_f32(float* y, const float* x, size_t n) = 0;
+
+ protected:
+  virtual void* raw_alloc(size_t bytes) = 0;
+  virtual void raw_free(void* p) = 0;
+  virtual void* raw_alloc_host(size_t bytes) = 0;
+  virtual void raw_free_host(void* p) = 0;
+
+ private:
+  MemoryLedger ledger_;
+};
+
+// "cpu" or "cuda". Throws gpt::Error naming the device when it is unknown, not built, or absent.
+std::unique_ptr<Backend> make_backend(const std::string& device);
+// True when this build has the CUDA backend and a GPU is visible.
+bool cuda_available();
+
+}  // namespace gpt

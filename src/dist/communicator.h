@@ -1,0 +1,72 @@
+// The communicator: the collectives FSDP needs, synchronous and asynchronous, over a group of ranks.
+// Implementations: "single" (world size 1, copies only), "mpi" (OpenMPI, MPI_I* nonblocking calls, for CPU
+// ranks) and "nccl" (GPU ranks, bootstrapped through MPI). Buffers are in the backend's device domain.
+//
+// Every call is recorded in the communication ledger (comm_ledger.h): bytes sent and received per
+// collective kind, using the standard ring-algorithm accounting, so tests can assert the FSDP/ZeRO volume
+// formulas exactly.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/dtype.h"
+#include "dist/comm_ledger.h"
+
+namespace gpt {
+
+enum class ReduceOp { sum, avg };
+
+// Handle of an in-flight collective. wait() blocks until the result buffer is ready; a Work that is
+// destroyed without wait() waits in its destructor.
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual void wait() = 0;
+};
+using WorkPtr = std::unique_ptr<Work>;
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual std::string name() const = 0;
+  virtual int rank() const = 0;
+  virtual int world() const = 0;
+
+  // out (world*count) = concat over ranks of in (count); `in` may alias out + rank*count.
+  virtual WorkPtr all_gather_async(void* out, const void* in, size_t count, DType dt) = 0;
+  // out (count) = reduce over ranks of in[rank*count .. (rank+1)*count); in has world*count elements.
+  virtual WorkPtr reduce_scatter_async(void* out, const void* in, size_t count, DType dt, ReduceOp op) = 0;
+  // buf (count) = reduce over ranks of buf, in place.
+  virtual WorkPtr all_reduce_async(void* buf, size_t count, DType dt, ReduceOp op) = 0;
+
+  void all_gather(void* out, const void* in, size_t count, DType dt) { all_gather_async(out, in, count, dt)->wait(); }
+  void reduce_scatter(void* out, const void* in, size_t count, DType dt, ReduceOp op) {
+    reduce_scatter_async(out, in, count, dt, op)->wait();
+  }
+  void all_reduce(void* buf, size_t count, DType dt, ReduceOp op) { all_reduce_async(buf, count, dt, op)->wait(); }
+  virtual void broadcast(void* buf, size_t bytes, int root) = 0;
+  virtual void barrier() = 0;
+  // Scalar helpers on host values (metrics, norms, config hashes); not counted in the ledger's model traffic.
+  virtual double all_reduce_scalar(double x, ReduceOp op) = 0;
+  virtual double all_reduce_max(double x) = 0;
+
+  // A sub-communicator of the ranks with the same `color`, ordered by `key` (hybrid sharding groups).
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+  // Ends every rank's run after a fatal error on this one (MPI_Abort / ncclCommAbort).
+  virtual void abort(int code) = 0;
+
+  CommLedger& ledger() { return ledger_; }
+
+ protected:
+  CommLedger ledger_;
+};
+
+// The process-wide world communicator: "mpi" when launched under mpirun with more than one rank (or when
+// the build has MPI and kind == "mpi"), else "single". Initialises MPI on first use.
+std::unique_ptr<Communicator> make_world_communicator(const std::string& kind = "auto");
+// Finalises MPI if it was initialised (call once at the end of main).
+void finalize_communication();
+
+}  // namespace gpt

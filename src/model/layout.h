@@ -1,0 +1,58 @@
+// The parameter layout: the model's parameters grouped into sharding units, each ONE flat fp32 buffer with
+// named views (the FlatParameter idea of FSDP). Units in forward order:
+//   unit 0          embed    wte (Vp,C), wpe (maxT,C)
+//   unit 1 .. L     block[i] ln1w ln1b qkvw qkvb attprojw attprojb ln2w ln2b fcw fcb fcprojw fcprojb
+//   unit L+1        head     lnfw lnfb
+// The LM head reuses wte (weight tying), so unit 0 is used first and last; see fsdp/ for the rule.
+// Model files (llm.c format) order tensors differently — io/model_file converts with these offsets.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace gpt {
+
+struct TensorSpec {
+  std::string name;       // "wte", "qkvw", ...
+  int64_t offset = 0;     // element offset inside the unit's flat buffer
+  int64_t numel = 0;
+  bool weight_decay = false;  // AdamW decays matrices only (2-D weights incl. embeddings), as GPT-2 recipes do
+  int64_t rows = 1, cols = 1;  // shape for init and display; numel = rows * cols
+};
+
+struct UnitSpec {
+  std::string name;  // "embed", "block3", "head"
+  int64_t numel = 0;
+  std::vector<TensorSpec> tensors;
+  const TensorSpec& tensor(const std::string& name) const;  // throws when absent
+};
+
+// Offsets of a block's tensors (same for every block), so model code reads views without string lookups.
+struct BlockOffsets {
+  int64_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
+};
+
+class Layout {
+ public:
+  explicit Layout(const GPTConfig& cfg);
+  const GPTConfig& config() const { return cfg_; }
+  int num_units() const { return (int)units_.size(); }
+  const UnitSpec& unit(int u) const { return units_[u]; }
+  int embed_unit() const { return 0; }
+  int block_unit(int layer) const { return 1 + layer; }
+  int head_unit() const { return cfg_.num_layers + 1; }
+  const BlockOffsets& block() const { return block_; }
+  int64_t wte_offset() const { return 0; }
+  int64_t wpe_offset() const { return (int64_t)cfg_.padded_vocab_size * cfg_.channels; }
+  int64_t total_numel() const;      // Ψ: all parameters
+  int64_t max_unit_numel() const;   // largest unit (sizes a gather slot)
+
+ private:
+  GPTConfig cfg_;
+  std::vector<UnitSpec> units_;
+  BlockOffsets block_{};
+};
+
+}  // namespace gpt

@@ -1,0 +1,40 @@
+// Implementation of tests/common/test_paths.h.
+#include "common/test_paths.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+namespace gpt::test {
+
+std::string source_dir() { return GPT_SOURCE_DIR; }
+std::string gpt_binary() { return GPT_BINARY; }
+
+std::string scratch_dir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "scratch";
+  for (auto& ch : name)
+    if (ch == '/') ch = '_';
+  auto dir = std::filesystem::temp_directory_path() / ("gpt_test_" + std::to_string(getpid())) / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+int run_command(const std::string& cmd, std::string* output) {
+  std::string full = cmd + " 2>&1";
+  FILE* p = popen(full.c_str(), "r");
+  if (!p) return -1;
+  char buf[4096];
+  std::string out;
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int status = pclose(p);
+  if (output) *output = out;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace gpt::test
