@@ -1,3 +1,57 @@
-// gpt: command-line entry point (subcommands are dispatched in src/cli).
+// gpt: one binary, several subcommands. main() only dispatches and owns the single error exit: a
+// gpt::Error anywhere becomes "error: <one line>" and exit code 1; under MPI the other ranks are stopped
+// too, so no rank is left hanging in a collective.
 #include <cstdio>
-int main() { std::puts("gpt"); return 0; }
+#include <cstring>
+#include <string>
+
+#include "cli/commands.h"
+#include "core/check.h"
+#include "dist/communicator.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: gpt <command> [flags]   (gpt <command> --help for its flags)\n"
+    "  train     train a GPT-2 model (mpirun -n N gpt train ... for N ranks)\n"
+    "  eval      validation loss of a model file\n"
+    "  sample    generate text from a model file\n"
+    "  tokenize  turn text into llm.c token shards (byte or GPT-2 BPE)\n"
+    "  bench     time training steps: ms/step, tokens/s, MFU\n"
+    "  export    consolidate a sharded checkpoint into an llm.c model file\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string cmd = argv[1];
+  std::unique_ptr<gpt::Communicator> world;
+  int rc = 1;
+  try {
+    world = gpt::make_world_communicator("auto");
+    int n = argc - 2;
+    char** a = argv + 2;
+    if (cmd == "train") rc = gpt::cmd_train(n, a, *world);
+    else if (cmd == "bench") rc = gpt::cmd_bench(n, a, *world);
+    else if (cmd == "eval") rc = gpt::cmd_eval(n, a, *world);
+    else if (cmd == "sample") rc = gpt::cmd_sample(n, a, *world);
+    else if (cmd == "tokenize") rc = gpt::cmd_tokenize(n, a, *world);
+    else if (cmd == "export") rc = gpt::cmd_export(n, a, *world);
+    else gpt::fail("unknown command '", cmd, "'\n", kUsage);
+  } catch (const gpt::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fflush(stderr);
+    if (world && world->world() > 1) world->abort(1);
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s: %s\n", cmd.c_str(), e.what());
+    if (world && world->world() > 1) world->abort(1);
+    return 1;
+  }
+  world.reset();
+  gpt::finalize_communication();
+  return rc;
+}

@@ -1,0 +1,144 @@
+// `gpt eval`, `gpt sample`, `gpt tokenize` and `gpt export`: the commands that use a model or data file
+// without training.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "core/check.h"
+#include "fsdp/engine.h"
+#include "io/data_loader.h"
+#include "io/model_file.h"
+#include "io/prepare.h"
+#include "io/tokenizer.h"
+#include "model/gpt.h"
+#include "train/checkpoint.h"
+#include "train/generate.h"
+#include "util/log.h"
+
+namespace gpt {
+namespace {
+
+// A single-process model with weights from an llm.c model file.
+struct LoadedModel {
+  std::unique_ptr<Backend> be;
+  std::unique_ptr<GPT> model;
+  std::unique_ptr<FsdpEngine> engine;
+};
+
+LoadedModel load_for_inference(const std::string& path, const std::string& device, Communicator& world) {
+  ModelWeights w = load_model_file(path);
+  LoadedModel m;
+  m.be = make_backend(device == "auto" ? (cuda_available() ? "cuda" : "cpu") : device);
+  m.model = std::make_unique<GPT>(*m.be, w.config);
+  FsdpOptions opt;
+  opt.strategy = ShardStrategy::none;
+  m.engine = std::make_unique<FsdpEngine>(*m.be, world, m.model->layout(), opt);
+  for (int u = 0; u < m.model->layout().num_units(); u++) m.engine->set_unit_from_host(u, w.units[u].data());
+  return m;
+}
+
+}  // namespace
+
+int cmd_eval(int argc, char** argv, Communicator& world) {
+  Flags f("eval", argc, argv, {});
+  if (f.help()) {
+    std::printf("usage: gpt eval --model MODEL.bin --val GLOB [-B 4] [-T 64] [--batches 8] [--device cpu|cuda]\n"
+                "Mean cross-entropy of the model on the data; the last line is \"val_loss <float>\".\n");
+    return 0;
+  }
+  const std::string model_path = f.required("--model"), val = f.required("--val");
+  const int B = f.i32("-B", 4, 1, 1 << 20), T = f.i32("-T", 64, 1, 1 << 20), batches = f.i32("--batches", 8, 1, 1 << 30);
+  const std::string device = f.str("--device", "auto");
+  f.finish();
+  LoadedModel m = load_for_inference(model_path, device, world);
+  GPT_CHECK(T <= m.model->config().max_seq_len, "-T ", T, " exceeds the model's sequence length ", m.model->config().max_seq_len);
+  DataLoader loader(val, B, T, 0, 1, m.model->config().vocab_size);
+  std::vector<int> in((size_t)B * T), tg(in.size());
+  double sum = 0;
+  for (int i = 0; i < batches; i++) {
+    loader.next_batch(in.data(), tg.data());
+    sum += m.model->forward(in.data(), tg.data(), B, T, *m.engine);
+  }
+  log_rank0(world, "val_loss ", sum / batches);
+  return 0;
+}
+
+int cmd_sample(int argc, char** argv, Communicator& world) {
+  Flags f("sample", argc, argv, {});
+  if (f.help()) {
+    std::printf("usage: gpt sample --model MODEL.bin [--prompt TEXT] [--tokens 128] [--temperature 1.0] [--top-k 0]\n"
+                "                  [--top-p 1.0] [--seed 1337] [--tokenizer auto|byte|gpt2] [--data-dir data] [--device ...]\n"
+                "Generates text, streaming tokens as they are produced.\n");
+    return 0;
+  }
+  const std::string model_path = f.required("--model");
+  const std::string prompt = f.str("--prompt", "");
+  const int tokens = f.i32("--tokens", 128, 1, 1 << 20);
+  SampleParams sp;
+  sp.temperature = (float)f.f64("--temperature", 1.0, 0, 100);
+  sp.top_k = f.i32("--top-k", 0, 0, 1 << 24);
+  sp.top_p = (float)f.f64("--top-p", 1.0, 1e-6, 1.0);
+  Rng rng((uint64_t)f.i64("--seed", 1337, 0, INT64_MAX));
+  std::string tk = f.str("--tokenizer", "auto");
+  const std::string data_dir = f.str("--data-dir", "data"), device = f.str("--device", "auto");
+  f.finish();
+  LoadedModel m = load_for_inference(model_path, device, world);
+  const int V = m.model->config().vocab_size;
+  if (tk == "auto") tk = V == 257 ? "byte" : "gpt2";
+  std::unique_ptr<Tokenizer> tok = make_tokenizer(tk, data_dir);
+  GPT_CHECK(tok->vocab_size() == V, "--model ", model_path, ": vocabulary of ", V, " tokens does not match the ", tk,
+            " tokenizer's ", tok->vocab_size());
+  std::vector<int> ids = prompt.empty() ? std::vector<int>{tok->eot_token()} : tok->encode(prompt, true);
+  std::fputs(prompt.c_str(), stdout);
+  generate(*m.model, *m.engine, ids, tokens, sp, rng, [&](int id) {
+    std::string piece = tok->decode_token(id);
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+  });
+  std::fputc('\n', stdout);
+  return 0;
+}
+
+int cmd_tokenize(int argc, char** argv, Communicator& world) {
+  Flags f("tokenize", argc, argv, {"--progress"});
+  if (f.help()) {
+    std::printf("usage: gpt tokenize --input FILE|DIR --out DIR [--tokenizer gpt2|byte] [--val-fraction 0.1]\n"
+                "                    [--shard-size TOKENS] [--data-dir data] [--progress]\n"
+                "Writes llm.c token shards train_*.bin and val_*.bin (EOT between documents).\n");
+    return 0;
+  }
+  PrepareOptions o;
+  o.input = f.required("--input");
+  o.out_dir = f.required("--out");
+  o.tokenizer = f.str("--tokenizer", "gpt2");
+  o.val_fraction = f.f64("--val-fraction", 0.1, 0, 0.999999);
+  o.shard_size = f.i64("--shard-size", 100000000, 1, 2147483647);
+  o.data_dir = f.str("--data-dir", "data");
+  o.force_progress = f.on("--progress");
+  f.finish();
+  prepare_dataset(o);
+  return 0;
+}
+
+int cmd_export(int argc, char** argv, Communicator& world) {
+  Flags f("export", argc, argv, {});
+  if (f.help()) {
+    std::printf("usage: gpt export --from RUN_DIR|CKPT_DIR --out MODEL.bin\n"
+                "Consolidates a sharded checkpoint (any world size) into an llm.c model file (version 3, fp32).\n");
+    return 0;
+  }
+  std::string from = f.required("--from");
+  const std::string out = f.required("--out");
+  f.finish();
+  std::string ckpt = find_latest_checkpoint(from);
+  if (ckpt.empty()) ckpt = from;  // maybe a checkpoint directory itself
+  ConsolidatedModel m = consolidate_checkpoint(ckpt);
+  Layout layout(m.config);
+  std::vector<const float*> ptrs;
+  for (auto& u : m.units) ptrs.push_back(u.data());
+  save_model_file(out, layout, ptrs);
+  log_rank0(world, "exported ", ckpt, " -> ", out, " (", m.config.describe(), ")");
+  return 0;
+}
+
+}  // namespace gpt

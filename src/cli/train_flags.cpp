@@ -1,0 +1,99 @@
+// See train_flags.h.
+#include "cli/train_flags.h"
+
+#include "core/check.h"
+
+namespace gpt {
+
+const std::set<std::string> kTrainSwitches = {"--resume", "--no-sync", "--quiet", "--json"};
+
+const char* kModelFlagsHelp =
+    "model:\n"
+    "  --config NAME        preset: d2 d4 d6 d12 (124M) d24 (350M) d36 (774M) d48 (1558M)\n"
+    "  --n-layer L --n-head NH --d-model C   override the preset's sizes\n"
+    "  --seq-len T          max sequence length (position embeddings), default 1024\n"
+    "  --vocab V            vocabulary size (default 50257, or 257 with --tokenizer byte)\n";
+
+const char* kTrainFlagsHelp =
+    "data and batch:\n"
+    "  --train GLOB         training shards (llm.c format)      --val GLOB   validation shards\n"
+    "  -B N                 per-rank micro-batch (sequences), default 4\n"
+    "  -T N                 sequence length, default 64\n"
+    "  --total-batch TOK    global batch in tokens (default B*T*ranks); sets gradient accumulation\n"
+    "optimizer:\n"
+    "  --steps N (100)  --lr F (6e-4)  --warmup N (0)  --min-lr-frac F (0.1)\n"
+    "  --weight-decay F (0.1, matrices only)  --grad-clip F (1.0, 0 = off)  --seed N (1337)\n"
+    "sharding and memory:\n"
+    "  --device cpu|cuda|auto        --shard full|grad_op|none|hybrid (full)  --shard-group G\n"
+    "  --gather-slots K (2)          --no-sync   (accumulate full grads locally, reduce on the last micro-step)\n"
+    "  --recompute none|full|every:K|selective   --offload none|optimizer|params\n"
+    "run:\n"
+    "  --out DIR            run directory: checkpoints, model.bin     --resume   continue from the newest checkpoint\n"
+    "  --init-from FILE     start from an llm.c model file            --save-every N (0 = at the end)  --keep K (2)\n"
+    "  --val-every N  --val-batches N (8)  --sample-every N  --sample-tokens N (64)\n"
+    "  --tokenizer byte|gpt2|auto  --data-dir DIR (data)  --metrics FILE.jsonl\n"
+    "  --peak-tflops F      peak for MFU (default: cuda 989 bf16 dense; cpu: measured sgemm)\n"
+    "  --max-bad-steps N    consecutive non-finite steps before stopping (10)   --quiet\n";
+
+GPTConfig parse_model_flags(Flags& f, std::string* name, const std::string& default_config) {
+  *name = f.str("--config", default_config);
+  GPTConfig c = preset_config(*name);
+  if (f.has("--n-layer") || f.has("--n-head") || f.has("--d-model")) *name = "custom";
+  c.num_layers = f.i32("--n-layer", c.num_layers, 1, 1024);
+  c.num_heads = f.i32("--n-head", c.num_heads, 1, 65536);
+  c.channels = f.i32("--d-model", c.channels, 1, 65536);
+  c.max_seq_len = f.i32("--seq-len", c.max_seq_len, 1, 1 << 20);
+  const std::string tk = f.str("--tokenizer", "auto");
+  GPT_CHECK(tk == "auto" || tk == "byte" || tk == "gpt2", "--tokenizer: expected byte, gpt2 or auto, got '", tk, "'");
+  c.vocab_size = f.i32("--vocab", tk == "byte" ? 257 : 50257, 2, 1 << 24);
+  c.finalize();
+  return c;
+}
+
+TrainOptions parse_train_flags(Flags& f, const std::string& default_config) {
+  TrainOptions o;
+  o.model = parse_model_flags(f, &o.config_name, default_config);
+  o.tokenizer = f.str("--tokenizer", "auto");
+  o.train_pattern = f.str("--train", "");
+  o.val_pattern = f.str("--val", "");
+  o.B = f.i32("-B", 4, 1, 1 << 20);
+  o.T = f.i32("-T", 64, 1, 1 << 20);
+  o.total_batch = f.i64("--total-batch", 0, 0, (int64_t)1 << 40);
+  o.steps = f.i32("--steps", 100, 0, 1 << 30);
+  o.lr = (float)f.f64("--lr", 6e-4, 0, 10);
+  o.warmup = f.i32("--warmup", 0, 0, 1 << 30);
+  o.min_lr_frac = (float)f.f64("--min-lr-frac", 0.1, 0, 1);
+  o.optim.weight_decay = (float)f.f64("--weight-decay", 0.1, 0, 10);
+  o.optim.grad_clip = (float)f.f64("--grad-clip", 1.0, 0, 1e9);
+  o.seed = (uint64_t)f.i64("--seed", 1337, 0, INT64_MAX);
+  o.device = f.str("--device", "auto");
+  GPT_CHECK(o.device == "auto" || o.device == "cpu" || o.device == "cuda", "--device: expected cpu, cuda or auto, got '",
+            o.device, "'");
+  o.fsdp.strategy = FsdpOptions::parse_strategy(f.str("--shard", "full"));
+  o.fsdp.shard_group = f.i32("--shard-group", 0, 0, 1 << 20);
+  GPT_CHECK(o.fsdp.strategy == ShardStrategy::hybrid || o.fsdp.shard_group == 0, "--shard-group is only for --shard hybrid");
+  GPT_CHECK(o.fsdp.strategy != ShardStrategy::hybrid || o.fsdp.shard_group > 0, "--shard hybrid needs --shard-group G");
+  o.fsdp.gather_slots = f.i32("--gather-slots", 2, 1, 64);
+  o.fsdp.no_sync = f.on("--no-sync");
+  o.fsdp.offload = FsdpOptions::parse_offload(f.str("--offload", "none"));
+  o.recompute = RecomputePolicy::parse(f.str("--recompute", "none"));
+  GPT_CHECK(o.recompute.mode != RecomputePolicy::Mode::every || o.recompute.every_k <= o.model.num_layers,
+            "--recompute every:", o.recompute.every_k, " exceeds the model's ", o.model.num_layers, " layers");
+  o.val_every = f.i32("--val-every", 0, 0, 1 << 30);
+  o.val_batches = f.i32("--val-batches", 8, 1, 1 << 20);
+  o.sample_every = f.i32("--sample-every", 0, 0, 1 << 30);
+  o.sample_tokens = f.i32("--sample-tokens", 64, 0, 1 << 20);
+  o.data_dir = f.str("--data-dir", "data");
+  o.out_dir = f.str("--out", "");
+  o.save_every = f.i32("--save-every", 0, 0, 1 << 30);
+  o.keep = f.i32("--keep", 2, 1, 1 << 20);
+  o.resume = f.on("--resume");
+  o.init_from = f.str("--init-from", "");
+  o.metrics_path = f.str("--metrics", "");
+  o.peak_tflops = f.f64("--peak-tflops", 0, 0, 1e6);
+  o.max_bad_steps = f.i32("--max-bad-steps", 10, 1, 1 << 30);
+  o.quiet = f.on("--quiet");
+  return o;
+}
+
+}  // namespace gpt

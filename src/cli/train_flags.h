@@ -1,0 +1,16 @@
+// The flags shared by `gpt train` and `gpt bench` (model, batch, optimizer, sharding, recompute,
+// offload), parsed into TrainOptions with validation, and their help text.
+#pragma once
+#include "cli/flags.h"
+#include "train/train_options.h"
+
+namespace gpt {
+
+// Model config from --config and the custom-size flags (also used by eval/memplan).
+GPTConfig parse_model_flags(Flags& f, std::string* config_name, const std::string& default_config);
+TrainOptions parse_train_flags(Flags& f, const std::string& default_config);
+extern const char* kModelFlagsHelp;
+extern const char* kTrainFlagsHelp;
+extern const std::set<std::string> kTrainSwitches;
+
+}  // namespace gpt

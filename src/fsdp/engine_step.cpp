@@ -1,0 +1,223 @@
+// The per-step mechanics of FsdpEngine: gather (all-gather a unit's shards into a slot), free (release
+// the slot), prefetch (start the next unit's gather while this one computes), and the gradient path
+// (full-unit grad slot -> reduce-scatter averaged over the shard group -> [all-reduce across replica
+// groups] -> add into the fp32 grad shard, on the host when states are offloaded).
+#include <cstring>
+
+#include "core/check.h"
+#include "fsdp/engine.h"
+#include "kernels/cpu/ops.h"
+
+namespace gpt {
+
+bool FsdpEngine::keeps_after_forward(int u) const {
+  return u == layout_.embed_unit() || opt_.strategy == ShardStrategy::grad_op;
+}
+
+void FsdpEngine::start_gather(int u) {
+  UnitShard& s = units_[u];
+  if (s.slot >= 0) return;  // gathered or in flight
+  int slot = -1;
+  if (u == layout_.embed_unit()) {
+    slot = 0;
+  } else {
+    for (int i = 1; i < (int)slots_.size() && slot < 0; i++)
+      if (slots_[i].owner < 0) slot = i;
+  }
+  GPT_CHECK(slot >= 0 && slots_[slot].owner < 0, "fsdp: no free gather slot for unit ", layout_.unit(u).name,
+            " (acquire/release out of order)");
+  Slot& sl = slots_[slot];
+  sl.owner = u;
+  s.slot = slot;
+  s.gathered = false;
+  const size_t n = (size_t)s.shard_numel;
+  // The all-gather input: this rank's shard in compute dtype, on the device.
+  const void* in = nullptr;
+  const float* in_f32 = nullptr;
+  if (opt_.offload == OffloadMode::params) {
+    be_.copy_h2d(sl.stage_f32, s.param, n * sizeof(float));
+    in_f32 = sl.stage_f32;
+  } else if (opt_.offload == OffloadMode::optimizer) {
+    in = s.param_dev;
+  } else {
+    in_f32 = s.param;
+  }
+  if (in_f32) {
+    if (be_.compute_dtype() == DType::F32) {
+      in = in_f32;
+    } else {
+      be_.f32_to_compute(sl.stage_c, in_f32, n);
+      in = sl.stage_c;
+    }
+  }
+  if (group_ == 1) {
+    be_.copy_d2d(sl.data, in, n * be_.compute_size());
+  } else {
+    s.gather_work = shard_comm_->all_gather_async(sl.data, in, n, be_.compute_dtype());
+  }
+}
+
+void FsdpEngine::wait_gather(int u) {
+  UnitShard& s = units_[u];
+  if (s.gather_work) {
+    s.gather_work->wait();
+    s.gather_work.reset();
+  }
+  s.gathered = true;
+}
+
+void FsdpEngine::free_unit(int u) {
+  UnitShard& s = units_[u];
+  if (s.slot < 0) return;
+  if (s.gather_work) {  // a prefetch that was never used: finish it before the slot is reused
+    s.gather_work->wait();
+    s.gather_work.reset();
+  }
+  slots_[s.slot].owner = -1;
+  s.slot = -1;
+  s.gathered = false;
+}
+
+void FsdpEngine::prefetch_after(int u, Pass pass) {
+  if (group_ == 1) return;  // nothing to overlap: the "gather" is a local copy
+  const int root = layout_.embed_unit(), head = layout_.head_unit();
+  int next = -1;
+  if (pass == Pass::forward) {
+    next = u == head ? -1 : u + 1;
+  } else {
+    next = u == root ? head : (u > 1 ? u - 1 : -1);
+  }
+  if (next < 0 || next == root || units_[next].slot >= 0) return;
+  for (int i = 1; i < (int)slots_.size(); i++) {
+    if (slots_[i].owner < 0) {
+      start_gather(next);
+      return;
+    }
+  }
+}
+
+const void* FsdpEngine::acquire(int u, Pass pass) {
+  UnitShard& s = units_[u];
+  if (direct_params()) return s.param;
+  if (!s.gathered) {
+    start_gather(u);
+    wait_gather(u);
+  }
+  prefetch_after(u, pass);
+  return slots_[s.slot].data;
+}
+
+void FsdpEngine::release(int u, Pass pass) {
+  if (direct_params()) return;
+  if (pass == Pass::forward && keeps_after_forward(u)) return;
+  free_unit(u);
+}
+
+void FsdpEngine::on_params_updated() {
+  for (int u = 0; u < (int)units_.size(); u++) free_unit(u);
+}
+
+int FsdpEngine::take_grad_slot(int u) {
+  for (int i = 0; i < (int)gslots_.size(); i++)
+    if (gslots_[i].owner == u) return i;
+  const bool root = u == layout_.embed_unit();
+  for (;;) {
+    if (root) {
+      if (gslots_[0].owner < 0) return 0;
+    } else {
+      for (int i = 1; i < (int)gslots_.size(); i++)
+        if (gslots_[i].owner < 0) return i;
+    }
+    GPT_CHECK(!pending_.empty(), "fsdp: no free gradient slot for unit ", layout_.unit(u).name);
+    int oldest = pending_.front();
+    pending_.pop_front();
+    complete_reduction(gslots_[oldest]);
+  }
+}
+
+float* FsdpEngine::grad_buffer(int u) {
+  UnitShard& s = units_[u];
+  if (direct_grads()) return s.grad;
+  if (opt_.no_sync) return s.nosync_acc;
+  const int i = take_grad_slot(u);
+  GradSlot& g = gslots_[i];
+  if (g.owner != u) {
+    g.owner = u;
+    g.src = g.data;
+    be_.zero(g.data, (size_t)s.padded * sizeof(float));
+  }
+  return g.data;
+}
+
+void FsdpEngine::grad_ready(int u) {
+  if (direct_grads()) return;
+  if (opt_.no_sync && !last_micro_) return;  // keep accumulating locally
+  UnitShard& s = units_[u];
+  const int i = take_grad_slot(u);
+  GradSlot& g = gslots_[i];
+  g.owner = u;
+  if (opt_.no_sync) g.src = s.nosync_acc;
+  if (group_ > 1) {
+    g.work = shard_comm_->reduce_scatter_async(g.rs_out, g.src, (size_t)s.shard_numel, DType::F32, ReduceOp::avg);
+  } else {
+    g.work = replica_comm_->all_reduce_async(g.src, (size_t)s.padded, DType::F32, ReduceOp::avg);
+  }
+  pending_.push_back(i);
+}
+
+void FsdpEngine::complete_reduction(GradSlot& g) {
+  const int u = g.owner;
+  UnitShard& s = units_[u];
+  if (g.work) {
+    g.work->wait();
+    g.work.reset();
+  }
+  float* reduced = g.src;
+  if (group_ > 1) {
+    reduced = g.rs_out;
+    if (replica_comm_->world() > 1)
+      replica_comm_->all_reduce(reduced, (size_t)s.shard_numel, DType::F32, ReduceOp::avg);
+  }
+  const size_t n = (size_t)s.shard_numel;
+  if (host_states()) {
+    be_.copy_d2h(g.host_rs, reduced, n * sizeof(float));
+    be_.synchronize();
+    cpu::accumulate_f32(s.grad, g.host_rs, n);
+  } else {
+    be_.accumulate_f32(s.grad, reduced, n);
+  }
+  if (g.src == s.nosync_acc) be_.zero(s.nosync_acc, (size_t)s.padded * sizeof(float));
+  g.owner = -1;
+  g.src = nullptr;
+}
+
+void FsdpEngine::begin_micro_step(bool last_micro_step) { last_micro_ = last_micro_step; }
+
+void FsdpEngine::finish_backward() {
+  while (!pending_.empty()) {
+    int i = pending_.front();
+    pending_.pop_front();
+    complete_reduction(gslots_[i]);
+  }
+}
+
+void FsdpEngine::zero_grad_shards() {
+  for (auto& s : units_) {
+    const size_t bytes = (size_t)s.shard_numel * sizeof(float);
+    if (host_states())
+      std::memset(s.grad, 0, bytes);
+    else
+      be_.zero(s.grad, bytes);
+  }
+}
+
+double FsdpEngine::grad_sumsq() {
+  double local = 0;
+  for (auto& s : units_) {
+    local += host_states() ? cpu::sum_squares(s.grad, (size_t)s.shard_numel)
+                           : be_.sum_squares(s.grad, (size_t)s.shard_numel);
+  }
+  return group_ > 1 ? shard_comm_->all_reduce_scalar(local, ReduceOp::sum) : local;
+}
+
+}  // namespace gpt

@@ -1,0 +1,42 @@
+// Flag parsing for FsdpOptions.
+#include "fsdp/options.h"
+
+#include "core/check.h"
+
+namespace gpt {
+
+ShardStrategy FsdpOptions::parse_strategy(const std::string& s) {
+  if (s == "full") return ShardStrategy::full;
+  if (s == "grad_op") return ShardStrategy::grad_op;
+  if (s == "none") return ShardStrategy::none;
+  if (s == "hybrid") return ShardStrategy::hybrid;
+  fail("--shard: expected full, grad_op, none or hybrid, got '", s, "'");
+}
+
+OffloadMode FsdpOptions::parse_offload(const std::string& s) {
+  if (s == "none") return OffloadMode::none;
+  if (s == "optimizer") return OffloadMode::optimizer;
+  if (s == "params") return OffloadMode::params;
+  fail("--offload: expected none, optimizer or params, got '", s, "'");
+}
+
+const char* FsdpOptions::name(ShardStrategy s) {
+  switch (s) {
+    case ShardStrategy::full: return "full";
+    case ShardStrategy::grad_op: return "grad_op";
+    case ShardStrategy::none: return "none";
+    case ShardStrategy::hybrid: return "hybrid";
+  }
+  return "?";
+}
+
+const char* FsdpOptions::name(OffloadMode m) {
+  switch (m) {
+    case OffloadMode::none: return "none";
+    case OffloadMode::optimizer: return "optimizer";
+    case OffloadMode::params: return "params";
+  }
+  return "?";
+}
+
+}  // namespace gpt

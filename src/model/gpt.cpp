@@ -1,0 +1,198 @@
+// The GPT-2 step in the order of the math (llm.c's train_gpt2 is the model for this file):
+//   x0 = wte[tok] + wpe[t]
+//   per block: ln1 -> qkv -> attention -> attproj -> res2 = x + . -> ln2 -> fc -> gelu -> fcproj -> x + .
+//   lnf -> logits = lnf @ wte^T (tied) -> softmax cross-entropy over the first V columns
+// Backward walks the same list in reverse. Recomputed layers re-run their forward (only the buffers they
+// did not keep) right before their backward, from the kept block input, with the same unit parameters.
+#include "model/gpt.h"
+
+#include <cmath>
+
+#include "core/check.h"
+#include "core/rng.h"
+
+namespace gpt {
+
+struct GPT::BlockParams {
+  const void *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+};
+struct GPT::BlockGrads {
+  float *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+};
+
+GPT::GPT(Backend& be, const GPTConfig& cfg, RecomputePolicy recompute)
+    : be_(be), layout_(cfg), recompute_(recompute) {}
+
+const void* GPT::at(const void* base, int64_t elems) const {
+  return static_cast<const char*>(base) + elems * (int64_t)be_.compute_size();
+}
+
+GPT::BlockParams GPT::block_params(const void* u) const {
+  const BlockOffsets& o = layout_.block();
+  return {at(u, o.ln1w), at(u, o.ln1b), at(u, o.qkvw),    at(u, o.qkvb),   at(u, o.attprojw), at(u, o.attprojb),
+          at(u, o.ln2w), at(u, o.ln2b), at(u, o.fcw),     at(u, o.fcb),    at(u, o.fcprojw),  at(u, o.fcprojb)};
+}
+
+GPT::BlockGrads GPT::block_grads(float* u) const {
+  const BlockOffsets& o = layout_.block();
+  return {u + o.ln1w, u + o.ln1b, u + o.qkvw, u + o.qkvb, u + o.attprojw, u + o.attprojb,
+          u + o.ln2w, u + o.ln2b, u + o.fcw,  u + o.fcb,  u + o.fcprojw,  u + o.fcprojb};
+}
+
+// Forward of one block from x (N,C) into out (N,C). With only_scratch, recompute just the buffers this
+// layer did not keep (the kept ones still hold the forward's values).
+void GPT::block_forward(int l, const BlockParams& p, const void* x, void* out, bool only_scratch) {
+  const GPTConfig& c = config();
+  const int B = acts_->B, T = acts_->T, N = B * T, C = c.channels, NH = c.num_heads;
+  BlockActs& a = acts_->blocks[l];
+  const KeptFields& k = acts_->kept[l];
+  auto run = [&](bool kept) { return !only_scratch || !kept; };
+  void* tmp = acts_->dnarrow_a;  // (N, C) projection output before the residual add (forward only)
+
+  if (run(k.ln1 && k.ln1_stats)) be_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1w, p.ln1b, N, C);
+  if (run(k.qkv)) be_.matmul_forward(a.qkv, a.ln1, p.qkvw, p.qkvb, N, C, 3 * C);
+  if (run(k.atty && k.att_state)) be_.attention_forward(a.atty, a.att_state, a.qkv, B, T, C, NH);
+  if (run(k.res2)) {
+    be_.matmul_forward(tmp, a.atty, p.attprojw, p.attprojb, N, C, C);
+    be_.residual_forward(a.res2, x, tmp, (size_t)N * C);
+  }
+  if (run(k.ln2 && k.ln2_stats)) be_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, N, C);
+  if (run(k.fch)) be_.matmul_forward(a.fch, a.ln2, p.fcw, p.fcb, N, C, 4 * C);
+  if (run(k.fch_gelu)) be_.gelu_forward(a.fch_gelu, a.fch, (size_t)N * 4 * C);
+  if (!only_scratch) {
+    be_.matmul_forward(tmp, a.fch_gelu, p.fcprojw, p.fcprojb, N, 4 * C, C);
+    be_.residual_forward(out, a.res2, tmp, (size_t)N * C);
+  }
+}
+
+// Backward of one block. On entry acts_->dres holds d(loss)/d(block output); on exit d(loss)/d(x).
+void GPT::block_backward(int l, const BlockParams& p, const BlockGrads& g, const void* x) {
+  const GPTConfig& c = config();
+  const int B = acts_->B, T = acts_->T, N = B * T, C = c.channels, NH = c.num_heads;
+  BlockActs& a = acts_->blocks[l];
+  void* dres = acts_->dres;             // (N, C)
+  void* dfch_gelu = acts_->dwide_a;     // (N, 4C)
+  void* dfch = acts_->dwide_b;          // (N, 4C)
+  void* dln = acts_->dnarrow_a;         // (N, C)
+  void* datty = acts_->dnarrow_b;       // (N, C)
+  void* dqkv = acts_->dwide_a;          // (N, 3C), reuses dfch_gelu's space once that is consumed
+
+  // MLP branch: out = res2 + fcproj(gelu(fc(ln2(res2))))
+  be_.matmul_backward(dfch_gelu, g.fcprojw, g.fcprojb, dres, a.fch_gelu, p.fcprojw, N, 4 * C, C);
+  be_.gelu_backward(dfch, a.fch, dfch_gelu, (size_t)N * 4 * C);
+  be_.matmul_backward(dln, g.fcw, g.fcb, dfch, a.ln2, p.fcw, N, C, 4 * C);
+  be_.layernorm_backward(datty, g.ln2w, g.ln2b, dln, a.res2, p.ln2w, a.ln2_mean, a.ln2_rstd, N, C);
+  be_.residual_backward(dres, datty, (size_t)N * C);  // dres is now d/d(res2)
+  // attention branch: res2 = x + attproj(attention(qkv(ln1(x))))
+  be_.matmul_backward(datty, g.attprojw, g.attprojb, dres, a.atty, p.attprojw, N, C, C);
+  be_.attention_backward(dqkv, datty, a.qkv, a.atty, a.att_state, B, T, C, NH);
+  be_.matmul_backward(dln, g.qkvw, g.qkvb, dqkv, a.ln1, p.qkvw, N, C, 3 * C);
+  be_.layernorm_backward(datty, g.ln1w, g.ln1b, dln, x, p.ln1w, a.ln1_mean, a.ln1_rstd, N, C);
+  be_.residual_backward(dres, datty, (size_t)N * C);  // dres is now d/d(x)
+}
+
+float GPT::forward(const int* inputs, const int* targets, int B, int T, ParamSource& params) {
+  const GPTConfig& c = config();
+  GPT_CHECK(B >= 1 && T >= 1, "forward: B and T must be >= 1 (got B=", B, ", T=", T, ")");
+  GPT_CHECK(T <= c.max_seq_len, "-T ", T, " exceeds the model's sequence length ", c.max_seq_len);
+  for (int i = 0; i < B * T; i++)
+    GPT_CHECK(inputs[i] >= 0 && inputs[i] < c.vocab_size, "input token ", inputs[i], " at position ", i,
+              " is outside the vocabulary [0, ", c.vocab_size, ")");
+  if (!acts_ || acts_->B != B || acts_->T != T) {
+    acts_.reset();
+    acts_ = std::make_unique<Activations>(be_, c, recompute_, B, T);
+  }
+  const int N = B * T, C = c.channels, L = c.num_layers, V = c.vocab_size, Vp = c.padded_vocab_size;
+  be_.copy_h2d(acts_->inputs, inputs, sizeof(int) * N);
+  have_targets_ = targets != nullptr;
+  if (targets) be_.copy_h2d(acts_->targets, targets, sizeof(int) * N);
+
+  const void* embed = params.acquire(layout_.embed_unit(), Pass::forward);
+  const void* wte = at(embed, layout_.wte_offset());
+  be_.encoder_forward(acts_->resid[0], acts_->inputs, wte, at(embed, layout_.wpe_offset()), B, T, C);
+  for (int l = 0; l < L; l++) {
+    const int u = layout_.block_unit(l);
+    const void* unit = params.acquire(u, Pass::forward);
+    block_forward(l, block_params(unit), acts_->resid[l], acts_->resid[l + 1], false);
+    params.release(u, Pass::forward);
+  }
+  const void* head = params.acquire(layout_.head_unit(), Pass::forward);
+  be_.layernorm_forward(acts_->lnf, acts_->lnf_mean, acts_->lnf_rstd, acts_->resid[L], head, at(head, C), N, C);
+  params.release(layout_.head_unit(), Pass::forward);
+  be_.matmul_forward(acts_->logits, acts_->lnf, wte, nullptr, N, C, Vp);
+  params.release(layout_.embed_unit(), Pass::forward);
+  if (!targets) return 0.0f;
+  be_.classifier_forward(acts_->losses, acts_->logits, acts_->targets, N, V, Vp);
+  std::vector<float> losses = losses_to_host();
+  double sum = 0;
+  for (float x : losses) sum += x;
+  return (float)(sum / N);
+}
+
+void GPT::backward(float dloss, ParamSource& params) {
+  GPT_CHECK(acts_ && have_targets_, "backward: needs a forward with targets first");
+  const GPTConfig& c = config();
+  const int B = acts_->B, T = acts_->T, N = B * T, C = c.channels, L = c.num_layers;
+  const int V = c.vocab_size, Vp = c.padded_vocab_size;
+  const int eu = layout_.embed_unit(), hu = layout_.head_unit();
+
+  // LM head (tied wte): the classifier turns logits into dlogits in place.
+  const void* embed = params.acquire(eu, Pass::backward);
+  float* gembed = params.grad_buffer(eu);
+  be_.classifier_backward(acts_->logits, acts_->losses, acts_->targets, dloss, N, V, Vp);
+  void* dlnf = acts_->dnarrow_a;  // (N, C)
+  be_.matmul_backward(dlnf, gembed + layout_.wte_offset(), nullptr, acts_->logits, acts_->lnf,
+                      at(embed, layout_.wte_offset()), N, C, Vp);
+  // final layernorm (unit head)
+  const void* head = params.acquire(hu, Pass::backward);
+  float* ghead = params.grad_buffer(hu);
+  be_.layernorm_backward(acts_->dres, ghead, ghead + C, dlnf, acts_->resid[L], head, acts_->lnf_mean,
+                         acts_->lnf_rstd, N, C);
+  params.release(hu, Pass::backward);
+  params.grad_ready(hu);
+  // blocks in reverse; recomputed layers first re-create what they did not keep
+  for (int l = L - 1; l >= 0; l--) {
+    const int u = layout_.block_unit(l);
+    BlockParams p = block_params(params.acquire(u, Pass::backward));
+    if (!acts_->kept[l].all()) block_forward(l, p, acts_->resid[l], nullptr, true);
+    block_backward(l, p, block_grads(params.grad_buffer(u)), acts_->resid[l]);
+    params.release(u, Pass::backward);
+    params.grad_ready(u);
+  }
+  be_.encoder_backward(gembed + layout_.wte_offset(), gembed + layout_.wpe_offset(), acts_->dres,
+                       acts_->inputs, B, T, C);
+  params.grad_ready(eu);
+  params.release(eu, Pass::backward);
+}
+
+std::vector<float> GPT::losses_to_host() {
+  GPT_CHECK(acts_, "losses_to_host: no forward has run");
+  std::vector<float> out((size_t)acts_->B * acts_->T);
+  be_.copy_d2h(out.data(), acts_->losses, out.size() * sizeof(float));
+  be_.synchronize();
+  return out;
+}
+
+void GPT::init_unit(const Layout& layout, int unit, uint64_t seed, float* out) {
+  const UnitSpec& u = layout.unit(unit);
+  const GPTConfig& c = layout.config();
+  Rng rng(seed * 0x9E3779B97F4A7C15ULL + (uint64_t)unit * 0xD1B54A32D192ED03ULL + 1);
+  const double resid_std = 0.02 / std::sqrt(2.0 * c.num_layers);
+  for (const TensorSpec& t : u.tensors) {
+    float* p = out + t.offset;
+    if (t.name == "ln1w" || t.name == "ln2w" || t.name == "lnfw") {
+      for (int64_t i = 0; i < t.numel; i++) p[i] = 1.0f;
+    } else if (!t.weight_decay) {  // biases
+      for (int64_t i = 0; i < t.numel; i++) p[i] = 0.0f;
+    } else {
+      const bool resid_proj = t.name == "attprojw" || t.name == "fcprojw";
+      const double std = resid_proj ? resid_std : 0.02;
+      int64_t n = t.numel;
+      if (t.name == "wte") n = (int64_t)c.vocab_size * c.channels;  // padded rows stay 0
+      for (int64_t i = 0; i < n; i++) p[i] = (float)(std * rng.normal());
+      for (int64_t i = n; i < t.numel; i++) p[i] = 0.0f;
+    }
+  }
+}
+
+}  // namespace gpt

@@ -1,0 +1,61 @@
+// GPT-2: the order of the math of one training step, written once against the Backend interface.
+// Parameters come from a ParamSource one unit at a time (model/param_source.h), so the same code runs
+// unsharded or under FSDP. The model owns only activations.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/activations.h"
+#include "model/config.h"
+#include "model/layout.h"
+#include "model/param_source.h"
+#include "model/recompute.h"
+
+namespace gpt {
+
+class GPT {
+ public:
+  GPT(Backend& be, const GPTConfig& cfg, RecomputePolicy recompute = {});
+  const GPTConfig& config() const { return layout_.config(); }
+  const Layout& layout() const { return layout_; }
+  Backend& backend() { return be_; }
+  const RecomputePolicy& recompute() const { return recompute_; }
+
+  // Forward over host token ids (B*T). With targets: computes the per-token losses and returns their mean.
+  // Without targets (nullptr): computes logits only and returns 0. Allocates activations for (B, T) on
+  // first use or when the shape changes.
+  float forward(const int* inputs, const int* targets, int B, int T, ParamSource& params);
+  // Backward of the last forward (which must have had targets). dloss is d(objective)/d(loss of one token),
+  // e.g. 1/(B*T*grad_accum_steps). Parameter gradients are accumulated into params.grad_buffer(u).
+  void backward(float dloss, ParamSource& params);
+  // Logits of the last forward, (B, T, Vp) in compute dtype on the device.
+  const void* logits() const { return acts_ ? acts_->logits : nullptr; }
+  // Per-token losses of the last forward, copied to the host (B*T).
+  std::vector<float> losses_to_host();
+  // Drop the activations (frees their memory).
+  void release_activations() { acts_.reset(); }
+  const Activations* activations() const { return acts_.get(); }
+
+  // Deterministic GPT-2 init of one unit's flat fp32 params (host): N(0, 0.02) for matrices and
+  // embeddings, residual projections scaled by 1/sqrt(2L), biases 0, layernorm gains 1. Depends only on
+  // (seed, unit), never on the world size.
+  static void init_unit(const Layout& layout, int unit, uint64_t seed, float* out);
+
+ private:
+  struct BlockParams;
+  BlockParams block_params(const void* unit) const;
+  struct BlockGrads;
+  BlockGrads block_grads(float* unit) const;
+  void block_forward(int layer, const BlockParams& p, const void* x, void* out, bool only_scratch);
+  void block_backward(int layer, const BlockParams& p, const BlockGrads& g, const void* x);
+  const void* at(const void* base, int64_t elems) const;
+
+  Backend& be_;
+  Layout layout_;
+  RecomputePolicy recompute_;
+  std::unique_ptr<Activations> acts_;
+  bool have_targets_ = false;
+};
+
+}  // namespace gpt

@@ -1,0 +1,288 @@
+// Sharded checkpoint files (see checkpoint.h). A rank file is:
+//   "GPTCKPT1" then int64 words: version, world, rank, group, strategy, L, NH, C, maxT, V, Vp, num_units,
+//   step, rng[4], data.shard, data.offset, bad_steps, then per unit: numel, padded, shard_numel,
+//   shard_offset; then per unit its param, m and v shards as fp32 (shard_numel each).
+// manifest.txt: "gpt-checkpoint 1", "step S", "world N", then "file NAME BYTES CRC32" per rank.
+#include "train/checkpoint.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "dist/collective_check.h"
+#include "io/atomic_file.h"
+
+namespace fs = std::filesystem;
+
+namespace gpt {
+namespace {
+
+constexpr char kMagic[8] = {'G', 'P', 'T', 'C', 'K', 'P', 'T', '1'};
+constexpr int kFixedWords = 22;
+
+struct UnitMeta {
+  int64_t numel, padded, shard_numel, shard_offset;
+};
+struct RankFile {
+  std::string path;
+  int64_t world = 0, rank = 0, group = 0, strategy = 0, step = 0, bad_steps = 0;
+  GPTConfig config;
+  Rng rng;
+  DataPosition data;
+  std::vector<UnitMeta> units;
+  int64_t data_start = 0;  // byte offset of the first shard
+  int64_t unit_data_offset(int u, int which) const {
+    int64_t off = data_start;
+    for (int i = 0; i < u; i++) off += 3 * units[i].shard_numel * 4;
+    return off + which * units[u].shard_numel * 4;
+  }
+};
+
+std::string rank_file_name(int r) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "rank_%05d.bin", r);
+  return buf;
+}
+
+std::string ckpt_dir_name(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "ckpt_%08lld", (long long)step);
+  return buf;
+}
+
+RankFile read_rank_header(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  GPT_CHECK(f, "checkpoint file ", path, ": cannot open");
+  const int64_t size = (int64_t)fs::file_size(path);
+  char magic[8];
+  f.read(magic, 8);
+  GPT_CHECK(f && std::memcmp(magic, kMagic, 8) == 0, "checkpoint file ", path, ": bad magic (not a gpt checkpoint)");
+  int64_t w[kFixedWords];
+  f.read(reinterpret_cast<char*>(w), sizeof w);
+  GPT_CHECK(f, "checkpoint file ", path, ": truncated header");
+  GPT_CHECK(w[0] == 1, "checkpoint file ", path, ": unsupported version ", w[0], " (expected 1)");
+  RankFile h;
+  h.path = path;
+  h.world = w[1], h.rank = w[2], h.group = w[3], h.strategy = w[4];
+  GPT_CHECK(h.world >= 1 && h.world <= 1 << 20 && h.rank >= 0 && h.rank < h.world && h.group >= 1 &&
+                h.group <= h.world,
+            "checkpoint file ", path, ": bad world/rank/group ", h.world, "/", h.rank, "/", h.group);
+  h.config.num_layers = (int)w[5], h.config.num_heads = (int)w[6], h.config.channels = (int)w[7];
+  h.config.max_seq_len = (int)w[8], h.config.vocab_size = (int)w[9];
+  try {
+    h.config.finalize();
+  } catch (const Error& e) {
+    fail("checkpoint file ", path, ": ", e.what());
+  }
+  GPT_CHECK(w[10] == h.config.padded_vocab_size, "checkpoint file ", path, ": padded vocab ", w[10], " != ",
+            h.config.padded_vocab_size);
+  const int64_t nu = w[11];
+  GPT_CHECK(nu == h.config.num_layers + 2, "checkpoint file ", path, ": ", nu, " units for ",
+            h.config.num_layers, " layers");
+  h.step = w[12];
+  for (int i = 0; i < 4; i++) std::memcpy(&h.rng.s[i], &w[13 + i], 8);
+  h.data.shard = w[17], h.data.offset = w[18], h.bad_steps = w[19];
+  GPT_CHECK(h.step >= 0 && h.data.shard >= 0 && h.data.offset >= 0, "checkpoint file ", path, ": negative progress fields");
+  std::vector<int64_t> um((size_t)nu * 4);
+  f.read(reinterpret_cast<char*>(um.data()), (std::streamsize)(um.size() * 8));
+  GPT_CHECK(f, "checkpoint file ", path, ": truncated unit table");
+  Layout layout(h.config);
+  int64_t expect = 8 + 8 * kFixedWords + 8 * (int64_t)um.size();
+  h.data_start = expect;
+  for (int u = 0; u < nu; u++) {
+    UnitMeta m{um[4 * u], um[4 * u + 1], um[4 * u + 2], um[4 * u + 3]};
+    GPT_CHECK(m.numel == layout.unit(u).numel && m.padded >= m.numel && m.padded == m.shard_numel * h.group &&
+                  m.shard_offset == (h.rank % h.group) * m.shard_numel,
+              "checkpoint file ", path, ": inconsistent geometry for unit ", layout.unit(u).name);
+    h.units.push_back(m);
+    expect += 3 * m.shard_numel * 4;
+  }
+  GPT_CHECK(size == expect, "checkpoint file ", path, ": size ", size, " bytes, expected ", expect);
+  return h;
+}
+
+struct Manifest {
+  int64_t step = 0, world = 0;
+  struct Entry { std::string name; int64_t bytes; uint32_t crc; };
+  std::vector<Entry> files;
+};
+
+Manifest read_manifest(const std::string& dir) {
+  const std::string path = dir + "/manifest.txt";
+  std::istringstream in(read_file(path));
+  Manifest m;
+  std::string tag;
+  int version = 0;
+  GPT_CHECK(in >> tag >> version && tag == "gpt-checkpoint" && version == 1, "checkpoint manifest ", path,
+            ": bad first line (expected 'gpt-checkpoint 1')");
+  GPT_CHECK(in >> tag >> m.step && tag == "step" && in >> tag >> m.world && tag == "world" && m.world >= 1,
+            "checkpoint manifest ", path, ": bad step/world lines");
+  for (int64_t r = 0; r < m.world; r++) {
+    Manifest::Entry e;
+    GPT_CHECK(in >> tag >> e.name >> e.bytes >> e.crc && tag == "file" && e.name == rank_file_name((int)r),
+              "checkpoint manifest ", path, ": bad entry for rank ", r);
+    m.files.push_back(e);
+  }
+  return m;
+}
+
+void verify_file(const std::string& dir, const Manifest::Entry& e) {
+  const std::string path = dir + "/" + e.name;
+  std::ifstream f(path, std::ios::binary);
+  GPT_CHECK(f, "checkpoint file ", path, ": missing");
+  std::vector<char> buf(1 << 20);
+  uint32_t crc = 0;
+  int64_t n = 0;
+  while (f) {
+    f.read(buf.data(), (std::streamsize)buf.size());
+    crc = crc32_update(crc, buf.data(), (size_t)f.gcount());
+    n += f.gcount();
+  }
+  GPT_CHECK(n == e.bytes && crc == e.crc, "checkpoint file ", path, ": checksum or size mismatch with manifest (",
+            n, " bytes, crc ", crc, "; manifest says ", e.bytes, " bytes, crc ", e.crc, ")");
+}
+
+// Fills out[0 .. hi-lo) with elements [lo, hi) of unit u's `which` (0 param, 1 m, 2 v) from the files.
+void read_range(const std::vector<RankFile>& files, int u, int which, int64_t lo, int64_t hi, float* out) {
+  std::fill(out, out + (hi - lo), 0.0f);
+  for (const RankFile& f : files) {
+    if (f.rank >= f.group) break;  // replicas of group 0 hold the same shards: read group 0 only
+    const UnitMeta& m = f.units[u];
+    const int64_t a = std::max(lo, m.shard_offset), b = std::min({hi, m.shard_offset + m.shard_numel, m.numel});
+    if (a >= b) continue;
+    std::ifstream in(f.path, std::ios::binary);
+    in.seekg(f.unit_data_offset(u, which) + (a - m.shard_offset) * 4);
+    in.read(reinterpret_cast<char*>(out + (a - lo)), (b - a) * 4);
+    GPT_CHECK(in, "checkpoint file ", f.path, ": read failed");
+  }
+}
+
+std::vector<RankFile> read_all_headers(const std::string& dir, const Manifest& man) {
+  std::vector<RankFile> files;
+  for (int64_t r = 0; r < man.world; r++) {
+    files.push_back(read_rank_header(dir + "/" + rank_file_name((int)r)));
+    GPT_CHECK(files.back().world == man.world && files.back().rank == r && files.back().step == man.step,
+              "checkpoint file ", files.back().path, ": header disagrees with the manifest");
+  }
+  return files;
+}
+
+}  // namespace
+
+std::string save_checkpoint(const std::string& run_dir, FsdpEngine& engine, const TrainProgress& p, int keep) {
+  Communicator& world = engine.world();
+  const std::string dir = run_dir + "/" + ckpt_dir_name(p.step);
+  collective_check(world, "checkpoint", [&] {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    GPT_CHECK(!ec, "--out: cannot create checkpoint directory ", dir, ": ", ec.message());
+  });
+  const GPTConfig& c = engine.layout().config();
+  uint32_t crc = 0;
+  int64_t bytes = 0;
+  collective_check(world, "checkpoint", [&] {
+    AtomicWriter w(dir + "/" + rank_file_name(world.rank()));
+    w.write(kMagic, 8);
+    int64_t words[kFixedWords] = {1, world.world(), world.rank(), engine.shard_group_size(), (int64_t)engine.options().strategy,
+                                  c.num_layers, c.num_heads, c.channels, c.max_seq_len, c.vocab_size,
+                                  c.padded_vocab_size, engine.num_units(), p.step, 0, 0, 0, 0,
+                                  p.data.shard, p.data.offset, p.bad_steps, 0, 0};
+    for (int i = 0; i < 4; i++) std::memcpy(&words[13 + i], &p.rng.s[i], 8);
+    w.write(words, sizeof words);
+    for (int u = 0; u < engine.num_units(); u++) {
+      const UnitShard& s = engine.unit(u);
+      int64_t m[4] = {s.numel, s.padded, s.shard_numel, s.shard_offset};
+      w.write(m, sizeof m);
+    }
+    std::vector<float> host;
+    for (int u = 0; u < engine.num_units(); u++)
+      for (int which = 0; which < 3; which++) {
+        engine.shard_to_host(u, which, host);
+        w.write(host.data(), host.size() * sizeof(float));
+      }
+    crc = w.crc32();
+    bytes = (int64_t)w.bytes_written();
+    w.commit();
+  });
+  std::ostringstream man;
+  man << "gpt-checkpoint 1\nstep " << p.step << "\nworld " << world.world() << "\n";
+  for (int r = 0; r < world.world(); r++) {
+    const double rc = world.world() > 1 ? world.all_reduce_scalar(r == world.rank() ? crc : 0.0, ReduceOp::sum) : crc;
+    const double rb = world.world() > 1 ? world.all_reduce_scalar(r == world.rank() ? bytes : 0.0, ReduceOp::sum) : bytes;
+    man << "file " << rank_file_name(r) << " " << (int64_t)rb << " " << (uint32_t)rc << "\n";
+  }
+  collective_check(world, "checkpoint manifest", [&] {
+    if (world.rank() != 0) return;
+    const std::string text = man.str();
+    write_file_atomic(dir + "/manifest.txt", text.data(), text.size());
+    // prune: keep the newest `keep` complete checkpoints
+    std::vector<std::string> complete;
+    for (const auto& e : fs::directory_iterator(run_dir))
+      if (e.path().filename().string().rfind("ckpt_", 0) == 0 && fs::exists(e.path() / "manifest.txt"))
+        complete.push_back(e.path().string());
+    std::sort(complete.begin(), complete.end());
+    for (size_t i = 0; keep > 0 && i + keep < complete.size(); i++) fs::remove_all(complete[i]);
+  });
+  world.barrier();
+  return dir;
+}
+
+std::string find_latest_checkpoint(const std::string& run_dir) {
+  std::error_code ec;
+  if (!fs::is_directory(run_dir, ec)) return "";
+  std::vector<std::string> complete;
+  for (const auto& e : fs::directory_iterator(run_dir))
+    if (e.path().filename().string().rfind("ckpt_", 0) == 0 && fs::exists(e.path() / "manifest.txt"))
+      complete.push_back(e.path().string());
+  std::sort(complete.begin(), complete.end());
+  return complete.empty() ? "" : complete.back();
+}
+
+TrainProgress load_checkpoint(const std::string& dir, FsdpEngine& engine) {
+  Communicator& world = engine.world();
+  Manifest man;
+  std::vector<RankFile> files;
+  collective_check(world, "resume", [&] {
+    man = read_manifest(dir);
+    for (size_t i = world.rank(); i < man.files.size(); i += world.world()) verify_file(dir, man.files[i]);
+    files = read_all_headers(dir, man);
+    GPT_CHECK(files[0].config == engine.layout().config(), "checkpoint ", dir,
+              ": model config differs from this run (checkpoint ", files[0].config.describe(), "; run ",
+              engine.layout().config().describe(), ")");
+  });
+  std::vector<float> buf;
+  for (int u = 0; u < engine.num_units(); u++) {
+    const UnitShard& s = engine.unit(u);
+    buf.resize((size_t)s.shard_numel);
+    for (int which = 0; which < 3; which++) {
+      read_range(files, u, which, s.shard_offset, s.shard_offset + s.shard_numel, buf.data());
+      engine.shard_from_host(u, which, buf);
+    }
+  }
+  engine.sync_device_copies();
+  engine.on_params_updated();
+  TrainProgress p;
+  p.step = files[0].step;
+  p.rng = files[0].rng;
+  p.data = files[0].data;
+  p.bad_steps = (int)files[0].bad_steps;
+  return p;
+}
+
+ConsolidatedModel consolidate_checkpoint(const std::string& dir) {
+  Manifest man = read_manifest(dir);
+  for (const auto& e : man.files) verify_file(dir, e);
+  std::vector<RankFile> files = read_all_headers(dir, man);
+  ConsolidatedModel out;
+  out.config = files[0].config;
+  Layout layout(out.config);
+  for (int u = 0; u < layout.num_units(); u++) {
+    out.units.emplace_back((size_t)layout.unit(u).numel);
+    read_range(files, u, 0, 0, layout.unit(u).numel, out.units.back().data());
+  }
+  return out;
+}
+
+}  // namespace gpt

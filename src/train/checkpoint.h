@@ -1,0 +1,46 @@
+// Sharded training checkpoints. Each rank writes its own file with its shards (fp32 params, Adam m and
+// v) and the metadata to place them: world size, shard-group size, strategy, model config, every unit's
+// size, padding, shard size and offset, plus the step, RNG state and data position. A checkpoint
+// directory counts as complete only when manifest.json (written last, by rank 0, with every file's size
+// and CRC-32) exists; resume picks the newest complete one and verifies the checksums.
+//
+// Loading reshards: a rank reads, from whichever saved files cover them, exactly the elements of its new
+// shard, so a run saved at 4 ranks continues at 2 or 3 (or 1). `gpt export` uses the same reader to
+// consolidate full units into an llm.c model file.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "dist/communicator.h"
+#include "fsdp/engine.h"
+#include "io/data_loader.h"
+
+namespace gpt {
+
+struct TrainProgress {
+  int64_t step = 0;        // optimizer steps completed
+  Rng rng{1337};           // sampling RNG
+  DataPosition data;       // training data position
+  int bad_steps = 0;       // consecutive non-finite steps (NaN guard)
+};
+
+// Writes <run_dir>/ckpt_<step>/ (collective: every rank calls it). Keeps the newest `keep` complete ones.
+// Returns the directory written.
+std::string save_checkpoint(const std::string& run_dir, FsdpEngine& engine, const TrainProgress& progress,
+                            int keep);
+// Newest complete checkpoint directory under run_dir, or "" when there is none.
+std::string find_latest_checkpoint(const std::string& run_dir);
+// Loads a checkpoint into the engine (any world size), verifying manifest checksums and that the model
+// config matches. Throws gpt::Error naming the file on any mismatch.
+TrainProgress load_checkpoint(const std::string& ckpt_dir, FsdpEngine& engine);
+
+// Offline: the full fp32 parameters of every unit of a checkpoint (for export), and its model config.
+struct ConsolidatedModel {
+  GPTConfig config;
+  std::vector<std::vector<float>> units;
+};
+ConsolidatedModel consolidate_checkpoint(const std::string& ckpt_dir);
+
+}  // namespace gpt

@@ -1,0 +1,69 @@
+// See generate.h.
+#include "train/generate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/check.h"
+
+namespace gpt {
+
+int sample_token(std::vector<float> logits, const SampleParams& p, Rng& rng) {
+  GPT_CHECK(p.temperature >= 0 && std::isfinite(p.temperature), "--temperature must be >= 0, got ", p.temperature);
+  GPT_CHECK(p.top_k >= 0, "--top-k must be >= 0, got ", p.top_k);
+  GPT_CHECK(p.top_p > 0 && p.top_p <= 1, "--top-p must be in (0, 1], got ", p.top_p);
+  const int V = (int)logits.size();
+  if (p.temperature == 0) return (int)(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  std::vector<int> idx(V);
+  std::iota(idx.begin(), idx.end(), 0);
+  std::sort(idx.begin(), idx.end(), [&](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+  int keep = p.top_k > 0 ? std::min(p.top_k, V) : V;
+  std::vector<double> prob(keep);
+  const double mx = logits[idx[0]];
+  double sum = 0;
+  for (int i = 0; i < keep; i++) sum += prob[i] = std::exp((logits[idx[i]] - mx) / p.temperature);
+  if (p.top_p < 1) {  // smallest prefix whose mass reaches top_p
+    double acc = 0;
+    int n = 0;
+    while (n < keep && acc < p.top_p * sum) acc += prob[n++];
+    keep = std::max(n, 1);
+    sum = acc;
+  }
+  double r = rng.uniform_double() * sum;
+  for (int i = 0; i < keep; i++) {
+    r -= prob[i];
+    if (r < 0) return idx[i];
+  }
+  return idx[keep - 1];
+}
+
+std::vector<int> generate(GPT& model, ParamSource& params, const std::vector<int>& prompt, int count,
+                          const SampleParams& p, Rng& rng, const std::function<void(int)>& on_token) {
+  const GPTConfig& c = model.config();
+  GPT_CHECK(!prompt.empty(), "sample: the prompt must have at least one token");
+  Backend& be = model.backend();
+  std::vector<int> toks = prompt;
+  const int window = std::min<int>(c.max_seq_len, (int)prompt.size() + count);
+  std::vector<int> in((size_t)window, 0);
+  float* row_dev = static_cast<float*>(be.alloc((size_t)c.padded_vocab_size * sizeof(float), MemCat::workspace));
+  std::vector<float> row((size_t)c.padded_vocab_size);
+  for (int i = 0; i < count; i++) {
+    const int len = std::min<int>((int)toks.size(), window);
+    std::copy(toks.end() - len, toks.end(), in.begin());
+    model.forward(in.data(), nullptr, 1, window, params);
+    // logits row len-1 (compute dtype) -> fp32 on the device -> host
+    const char* base = static_cast<const char*>(model.logits()) + (size_t)(len - 1) * c.padded_vocab_size * be.compute_size();
+    be.compute_to_f32(row_dev, base, (size_t)c.padded_vocab_size);
+    be.copy_d2h(row.data(), row_dev, row.size() * sizeof(float));
+    be.synchronize();
+    std::vector<float> real(row.begin(), row.begin() + c.vocab_size);
+    const int id = sample_token(std::move(real), p, rng);
+    toks.push_back(id);
+    if (on_token) on_token(id);
+  }
+  be.free(row_dev);
+  return std::vector<int>(toks.begin() + prompt.size(), toks.end());
+}
+
+}  // namespace gpt

@@ -1,0 +1,20 @@
+// AdamW over this rank's shards: every unit's shard is cut into segments at tensor boundaries so that
+// weight decay applies to matrices and embeddings only (never biases or layernorm parameters). With
+// offloaded states the update runs on the host (the shared, multi-threaded CPU kernel); otherwise on the
+// backend. Global grad-norm clipping folds into the update as a gradient scale.
+#pragma once
+#include "fsdp/engine.h"
+
+namespace gpt {
+
+struct OptimizerConfig {
+  float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
+  float weight_decay = 0.1f;
+  float grad_clip = 1.0f;  // 0 disables clipping
+};
+
+// Applies one AdamW step (1-based `step`) with learning rate lr. grad_norm is the global L2 norm of the
+// reduced gradient (FsdpEngine::grad_sumsq). Returns the gradient scale used (1 when not clipped).
+float adamw_step(Backend& be, FsdpEngine& engine, const OptimizerConfig& cfg, float lr, int step, double grad_norm);
+
+}  // namespace gpt

@@ -1,0 +1,172 @@
+// The training loop (see trainer.h). Construction wires backend, model, FSDP engine, data and the
+// starting parameters (checkpoint > --init-from > deterministic init); step() is one optimizer step.
+#include "train/trainer.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "core/check.h"
+#include "dist/collective_check.h"
+#include "io/model_file.h"
+#include "train/config_hash.h"
+#include "util/log.h"
+
+namespace gpt {
+
+Trainer::Trainer(const TrainOptions& opt, Communicator& world) : opt_(opt), world_(world) {
+  const GPTConfig& cfg = opt_.model;
+  GPT_CHECK(opt_.B >= 1 && opt_.T >= 1, "-B and -T must be >= 1 (got ", opt_.B, ", ", opt_.T, ")");
+  GPT_CHECK(opt_.T <= cfg.max_seq_len, "-T ", opt_.T, " exceeds --seq-len ", cfg.max_seq_len);
+  const int64_t micro_tokens = (int64_t)opt_.B * opt_.T * world.world();
+  if (opt_.total_batch == 0) opt_.total_batch = micro_tokens;
+  GPT_CHECK(opt_.total_batch % micro_tokens == 0, "--total-batch ", opt_.total_batch,
+            " must be a multiple of B*T*ranks = ", micro_tokens);
+  accum_ = (int)(opt_.total_batch / micro_tokens);
+  collective_check(world, "start-up", [&] { check_same_config_on_all_ranks(world, opt_); });
+
+  std::string device = opt_.device == "auto" ? (cuda_available() ? "cuda" : "cpu") : opt_.device;
+  collective_check(world, "backend", [&] { be_ = make_backend(device); });
+  model_ = std::make_unique<GPT>(*be_, cfg, opt_.recompute);
+  engine_ = std::make_unique<FsdpEngine>(*be_, world, model_->layout(), opt_.fsdp);
+  if (!opt_.train_pattern.empty()) {
+    collective_check(world, "training data", [&] {
+      train_loader_ = std::make_unique<DataLoader>(opt_.train_pattern, opt_.B, opt_.T, world.rank(), world.world(),
+                                                   cfg.vocab_size);
+    });
+  }
+  std::string tk = opt_.tokenizer;
+  if (tk == "auto") tk = cfg.vocab_size == 257 ? "byte" : cfg.vocab_size == 50257 ? "gpt2" : "";
+  if (!tk.empty()) collective_check(world, "tokenizer", [&] { tokenizer_ = make_tokenizer(tk, opt_.data_dir); });
+
+  lr_.peak = opt_.lr;
+  lr_.warmup = opt_.warmup;
+  lr_.total = opt_.steps;
+  lr_.min_lr_frac = opt_.min_lr_frac;
+  progress_.rng.reseed(opt_.seed);
+  init_params();
+  inputs_.resize((size_t)opt_.B * opt_.T);
+  targets_.resize(inputs_.size());
+  peak_flops_ = opt_.peak_tflops > 0 ? opt_.peak_tflops * 1e12
+                                     : (be_->name() == "cuda" ? 989e12 : measure_cpu_peak_flops());
+  if (!opt_.metrics_path.empty() && world.rank() == 0) {
+    metrics_ = std::fopen(opt_.metrics_path.c_str(), progress_.step > 0 ? "a" : "w");
+    GPT_CHECK(metrics_, "--metrics: cannot open ", opt_.metrics_path, " for writing");
+  }
+}
+
+Trainer::~Trainer() {
+  if (metrics_) std::fclose(metrics_);
+}
+
+void Trainer::init_params() {
+  const Layout& layout = model_->layout();
+  std::string ckpt;
+  if (opt_.resume) {
+    GPT_CHECK(!opt_.out_dir.empty(), "--resume needs --out RUN_DIR");
+    ckpt = find_latest_checkpoint(opt_.out_dir);
+  }
+  if (!ckpt.empty()) {
+    progress_ = load_checkpoint(ckpt, *engine_);
+    if (train_loader_) train_loader_->set_position(progress_.data);
+    log_rank0(world_, "resumed from ", ckpt, " at step ", progress_.step);
+    return;
+  }
+  ModelWeights w;
+  if (!opt_.init_from.empty()) {
+    collective_check(world_, "--init-from", [&] {
+      w = load_model_file(opt_.init_from);
+      GPT_CHECK(w.config == layout.config(), "--init-from ", opt_.init_from, ": model is ", w.config.describe(),
+                " but the run is ", layout.config().describe());
+    });
+  }
+  std::vector<float> full;
+  for (int u = 0; u < layout.num_units(); u++) {
+    if (!w.units.empty()) {
+      engine_->set_unit_from_host(u, w.units[u].data());
+    } else {
+      full.assign((size_t)layout.unit(u).numel, 0.0f);
+      GPT::init_unit(layout, u, opt_.seed, full.data());
+      engine_->set_unit_from_host(u, full.data());
+    }
+  }
+  engine_->sync_device_copies();
+}
+
+double Trainer::flops_per_token() const {
+  const GPTConfig& c = opt_.model;
+  const double n = (double)(c.num_params() - (int64_t)c.max_seq_len * c.channels);
+  return 6.0 * n + 12.0 * c.num_layers * c.channels * opt_.T;
+}
+
+StepStats Trainer::step() {
+  GPT_CHECK(train_loader_, "train: --train data is required");
+  const auto t0 = now_seconds();
+  engine_->zero_grad_shards();
+  double loss_sum = 0;
+  const float dloss = 1.0f / ((float)opt_.B * opt_.T * accum_);
+  for (int micro = 0; micro < accum_; micro++) {
+    engine_->begin_micro_step(micro == accum_ - 1);
+    train_loader_->next_batch(inputs_.data(), targets_.data());
+    loss_sum += model_->forward(inputs_.data(), targets_.data(), opt_.B, opt_.T, *engine_);
+    model_->backward(dloss, *engine_);
+  }
+  engine_->finish_backward();
+  StepStats s;
+  s.loss = (float)(world_.world() > 1 ? world_.all_reduce_scalar(loss_sum / accum_, ReduceOp::avg) : loss_sum / accum_);
+  s.grad_norm = std::sqrt(engine_->grad_sumsq());
+  if (inject_nan_) {
+    s.loss = NAN;
+    inject_nan_ = false;
+  }
+  s.step = progress_.step + 1;
+  s.lr = lr_.at((int)progress_.step);
+  if (!std::isfinite(s.loss) || !std::isfinite(s.grad_norm)) {
+    s.skipped = true;
+    progress_.bad_steps++;
+    engine_->on_params_updated();
+    GPT_CHECK(progress_.bad_steps < opt_.max_bad_steps, "stopping: ", progress_.bad_steps,
+              " consecutive steps with a non-finite loss or gradient norm (--max-bad-steps ", opt_.max_bad_steps, ")");
+  } else {
+    progress_.bad_steps = 0;
+    adamw_step(*be_, *engine_, opt_.optim, s.lr, (int)s.step, s.grad_norm);
+  }
+  be_->synchronize();
+  progress_.step++;
+  progress_.data = train_loader_->position();
+  s.ms = (now_seconds() - t0) * 1e3;
+  s.tokens_per_s = (double)opt_.total_batch / (s.ms / 1e3);
+  s.mfu = s.tokens_per_s * flops_per_token() / (peak_flops_ * world_.world());
+  return s;
+}
+
+float Trainer::evaluate(int batches) {
+  GPT_CHECK(!opt_.val_pattern.empty(), "eval: --val data is required");
+  DataLoader val(opt_.val_pattern, opt_.B, opt_.T, world_.rank(), world_.world(), opt_.model.vocab_size);
+  double sum = 0;
+  for (int i = 0; i < batches; i++) {
+    val.next_batch(inputs_.data(), targets_.data());
+    sum += model_->forward(inputs_.data(), targets_.data(), opt_.B, opt_.T, *engine_);
+  }
+  engine_->on_params_updated();
+  const double mean = sum / batches;
+  return (float)(world_.world() > 1 ? world_.all_reduce_scalar(mean, ReduceOp::avg) : mean);
+}
+
+void Trainer::save() {
+  GPT_CHECK(!opt_.out_dir.empty(), "save: --out RUN_DIR is required");
+  save_checkpoint(opt_.out_dir, *engine_, progress_, opt_.keep);
+}
+
+void Trainer::export_model(const std::string& path) {
+  const Layout& layout = model_->layout();
+  std::vector<std::vector<float>> units;
+  for (int u = 0; u < layout.num_units(); u++) units.push_back(engine_->gather_unit_to_host(u));
+  collective_check(world_, "export", [&] {
+    if (world_.rank() != 0) return;
+    std::vector<const float*> ptrs;
+    for (auto& u : units) ptrs.push_back(u.data());
+    save_model_file(path, layout, ptrs);
+  });
+}
+
+}  // namespace gpt

@@ -1,0 +1,81 @@
+// The training loop: data -> micro-steps (forward, backward, reduce) -> global grad norm -> clip ->
+// AdamW on shards -> log / evaluate / sample / checkpoint. Every rank runs the same loop; the engine
+// hides who owns what. Also the pieces that `gpt bench`, `gpt eval`, `gpt sample` and the tests use.
+#pragma once
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "dist/communicator.h"
+#include "fsdp/engine.h"
+#include "io/data_loader.h"
+#include "io/tokenizer.h"
+#include "model/gpt.h"
+#include "train/checkpoint.h"
+#include "train/lr_schedule.h"
+#include "train/train_options.h"
+
+namespace gpt {
+
+struct StepStats {
+  int64_t step = 0;        // 1-based index of the step just taken
+  float loss = 0;          // mean over the global batch
+  float lr = 0;
+  double grad_norm = 0;    // before clipping
+  double ms = 0;           // wall time of the step
+  double tokens_per_s = 0; // global tokens / s
+  double mfu = 0;          // model FLOPs utilisation against peak_flops (fraction)
+  bool skipped = false;    // non-finite loss or grad norm: no update applied
+};
+
+class Trainer {
+ public:
+  Trainer(const TrainOptions& opt, Communicator& world);
+  ~Trainer();
+
+  void run();                     // the whole `gpt train`
+  StepStats step();               // one optimizer step
+  float evaluate(int batches);    // mean validation loss (all ranks agree)
+  std::string sample(const std::vector<int>& prompt, int tokens, float temperature, int top_k, float top_p);
+  void save();                    // checkpoint now (collective)
+  void export_model(const std::string& path);  // llm.c model file (collective; rank 0 writes)
+
+  FsdpEngine& engine() { return *engine_; }
+  GPT& model() { return *model_; }
+  Backend& backend() { return *be_; }
+  const TrainOptions& options() const { return opt_; }
+  const TrainProgress& progress() const { return progress_; }
+  int grad_accum_steps() const { return accum_; }
+  double flops_per_token() const;
+  double peak_flops() const { return peak_flops_; }
+  // Test hook: make the next step's loss non-finite (exercises the NaN guard).
+  void inject_nonfinite_once() { inject_nan_ = true; }
+
+ private:
+  void init_params();
+  void print_startup_report();
+  void log_step(const StepStats& s);
+  void maybe_write_metrics(const StepStats& s, float val_loss);
+
+  TrainOptions opt_;
+  Communicator& world_;
+  std::unique_ptr<Backend> be_;
+  std::unique_ptr<GPT> model_;
+  std::unique_ptr<FsdpEngine> engine_;
+  std::unique_ptr<DataLoader> train_loader_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  LrSchedule lr_;
+  TrainProgress progress_;
+  int accum_ = 1;
+  double peak_flops_ = 0;
+  std::vector<int> inputs_, targets_;  // (B*T) host staging
+  FILE* metrics_ = nullptr;
+  bool inject_nan_ = false;
+};
+
+// Measured fp32 sgemm FLOP/s of this machine's CPU (a short calibration), for MFU on the cpu backend.
+double measure_cpu_peak_flops();
+
+}  // namespace gpt
