@@ -139,6 +139,20 @@ void FsdpEngine::allocate_pools() {
   }
 }
 
+CommCounters FsdpEngine::traffic_step() const {
+  CommCounters a = shard_comm_->ledger().step(), b = replica_comm_->ledger().step();
+  for (int k = 0; k < kCollKinds; k++) {
+    a.bytes_sent[k] += b.bytes_sent[k];
+    a.calls[k] += b.calls[k];
+  }
+  return a;
+}
+
+void FsdpEngine::begin_traffic_step() {
+  shard_comm_->ledger().begin_step();
+  replica_comm_->ledger().begin_step();
+}
+
 int64_t FsdpEngine::model_state_bytes() const {
   int64_t n = 0;
   for (const auto& s : units_) n += 4 * s.shard_numel;

@@ -71,6 +71,9 @@ class FsdpEngine : public ParamSource {
   Communicator& world() { return world_; }
   Communicator& shard_comm() { return *shard_comm_; }
   int shard_group_size() const { return group_; }
+  // Traffic of the engine's collectives (shard group + replica group) since begin_traffic_step().
+  CommCounters traffic_step() const;
+  void begin_traffic_step();
   // Bytes of model states (param + grad + m + v shards) this rank holds, for the report.
   int64_t model_state_bytes() const;
   // Copy the (full, unpadded) fp32 parameters of one unit to the host, gathering from all ranks.
@@ -95,7 +98,8 @@ class FsdpEngine : public ParamSource {
     float* rs_out = nullptr;      // (max shard) reduce-scatter output
     float* host_rs = nullptr;     // (max shard, or max padded when unsharded) host copy for offload
     float* src = nullptr;         // what is being reduced: data, or the unit's --no-sync accumulator
-    int owner = -1;
+    int owner = -1;               // unit using the slot, -1 when free
+    bool reducing = false;        // its reduction is in flight (listed in pending_)
     WorkPtr work;
   };
   bool direct_params() const;

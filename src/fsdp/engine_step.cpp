@@ -117,9 +117,10 @@ void FsdpEngine::on_params_updated() {
   for (int u = 0; u < (int)units_.size(); u++) free_unit(u);
 }
 
+// The slot unit u is filling, or a free one (completing the oldest reductions until one frees up).
 int FsdpEngine::take_grad_slot(int u) {
   for (int i = 0; i < (int)gslots_.size(); i++)
-    if (gslots_[i].owner == u) return i;
+    if (gslots_[i].owner == u && !gslots_[i].reducing) return i;
   const bool root = u == layout_.embed_unit();
   for (;;) {
     if (root) {
@@ -156,6 +157,7 @@ void FsdpEngine::grad_ready(int u) {
   const int i = take_grad_slot(u);
   GradSlot& g = gslots_[i];
   g.owner = u;
+  g.reducing = true;
   if (opt_.no_sync) g.src = s.nosync_acc;
   if (group_ > 1) {
     g.work = shard_comm_->reduce_scatter_async(g.rs_out, g.src, (size_t)s.shard_numel, DType::F32, ReduceOp::avg);
@@ -188,6 +190,7 @@ void FsdpEngine::complete_reduction(GradSlot& g) {
   }
   if (g.src == s.nosync_acc) be_.zero(s.nosync_acc, (size_t)s.padded * sizeof(float));
   g.owner = -1;
+  g.reducing = false;
   g.src = nullptr;
 }
 

@@ -56,7 +56,7 @@ void Trainer::log_step(const StepStats& s) {
 void Trainer::maybe_write_metrics(const StepStats& s, float val_loss) {
   // every rank contributes its memory peak and traffic; rank 0 writes
   const MemoryLedger& led = be_->ledger();
-  const CommCounters cc = world_.ledger().step();
+  const CommCounters cc = engine_->traffic_step();
   double peak = (double)led.peak_total(MemDomain::device), sent = (double)cc.total_sent();
   if (world_.world() > 1) {
     peak = world_.all_reduce_max(peak);
@@ -79,7 +79,7 @@ void Trainer::run() {
   const int64_t first = progress_.step;
   float val = NAN;
   for (int64_t i = first; i < opt_.steps; i++) {
-    world_.ledger().begin_step();
+    engine_->begin_traffic_step();
     be_->ledger().reset_peaks();
     StepStats s = step();
     log_step(s);

@@ -1,0 +1,234 @@
+// The MPI communicator for CPU ranks (OpenMPI). Collectives are MPI's nonblocking calls (MPI_Iallgather,
+// MPI_Ireduce_scatter_block, MPI_Iallreduce); the returned Work holds the MPI_Request and wait() is
+// MPI_Wait. ReduceOp::avg is a sum followed by a division by the group size inside wait(). Reductions are
+// F32 only (CPU ranks never reduce BF16); all_gather moves raw elements, so it takes either dtype.
+//
+// Progress: OpenMPI advances a nonblocking collective only while the process is inside an MPI call (there
+// is no progress thread), so on CPU ranks most of the transfer happens in wait(). Starting early still lets
+// the small first steps go out, but the overlap of communication with compute on CPU ranks is limited by
+// MPI progress; the NCCL communicator overlaps for real on its own stream.
+//
+// Ledger: each call records its ring-algorithm bytes (dist/comm_volume.h) when it is started, and the same
+// bytes count as "in flight" from start until wait(). A Work must be waited for (or destroyed) before the
+// communicator that started it.
+//
+// This file also owns MPI's lifetime: make_world_communicator initialises MPI (MPI_THREAD_FUNNELED: only
+// the main thread calls MPI) and finalize_communication ends it.
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+
+#include "core/check.h"
+#include "dist/comm_volume.h"
+#include "dist/comm_world.h"
+#include "dist/mpi_check.h"
+
+namespace gpt {
+namespace {
+
+int mpi_count(size_t count, const char* what) {
+  GPT_CHECK(count <= static_cast<size_t>(INT_MAX), "mpi ", what, ": ", count,
+            " elements exceed MPI's int count limit (", INT_MAX, "); split the buffer");
+  return static_cast<int>(count);
+}
+
+// The element type MPI moves. BF16 is carried as 16-bit words (gathers only: MPI cannot add bf16).
+MPI_Datatype mpi_type(DType dt) { return dt == DType::F32 ? MPI_FLOAT : MPI_UINT16_T; }
+
+void require_f32(DType dt, const char* what) {
+  GPT_CHECK(dt == DType::F32, "mpi ", what, ": reductions on CPU ranks are f32 only, got ", dtype_name(dt),
+            " (bf16 reductions belong to the nccl communicator)");
+}
+
+bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  return a_bytes > 0 && b_bytes > 0 && pa < pb + b_bytes && pb < pa + a_bytes;
+}
+
+// One in-flight collective: the request, its ledger bytes, and the avg scaling that follows the sum.
+class MpiWork : public Work {
+ public:
+  MpiWork(MPI_Request req, CommLedger* ledger, int64_t bytes, float* avg_buf, size_t avg_count, int world)
+      : req_(req), ledger_(ledger), bytes_(bytes), avg_buf_(avg_buf), avg_count_(avg_count), world_(world) {}
+  ~MpiWork() override {
+    if (done_) return;
+    try {
+      wait();
+    } catch (const std::exception& e) {  // a destructor cannot throw: report and end the rank
+      std::fprintf(stderr, "error: %s\n", e.what());
+      std::fflush(nullptr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  }
+  void wait() override {
+    if (done_) return;
+    done_ = true;  // set first: a failed MPI_Wait is fatal and must not be retried by the destructor
+    MPI_CHECK(MPI_Wait(&req_, MPI_STATUS_IGNORE));
+    ledger_->add_in_flight(-bytes_);
+    const float n = static_cast<float>(world_);
+    if (avg_buf_)
+      for (size_t i = 0; i < avg_count_; ++i) avg_buf_[i] /= n;  // (count) sum -> mean
+  }
+
+ private:
+  MPI_Request req_;
+  CommLedger* ledger_;
+  int64_t bytes_;
+  float* avg_buf_;  // null unless ReduceOp::avg
+  size_t avg_count_;
+  int world_;
+  bool done_ = false;
+};
+
+class MpiCommunicator : public Communicator {
+ public:
+  // Takes ownership of `comm` (freed in the destructor unless MPI is already finalised).
+  explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
+    MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+    MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+    MPI_CHECK(MPI_Comm_size(comm_, &world_));
+  }
+  ~MpiCommunicator() override {
+    int finalized = 1;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&comm_);
+  }
+  std::string name() const override { return "mpi"; }
+  int rank() const override { return rank_; }
+  int world() const override { return world_; }
+
+  WorkPtr all_gather_async(void* out, const void* in, size_t count, DType dt) override;
+  WorkPtr reduce_scatter_async(void* out, const void* in, size_t count, DType dt, ReduceOp op) override;
+  WorkPtr all_reduce_async(void* buf, size_t count, DType dt, ReduceOp op) override;
+  void broadcast(void* buf, size_t bytes, int root) override;
+  void barrier() override { MPI_CHECK(MPI_Barrier(comm_)); }
+  double all_reduce_scalar(double x, ReduceOp op) override {
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, comm_));
+    return op == ReduceOp::avg ? x / world_ : x;
+  }
+  double all_reduce_max(double x) override {
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_MAX, comm_));
+    return x;
+  }
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    GPT_CHECK(color >= 0, "mpi split: color ", color, " must be >= 0");
+    MPI_Comm sub;
+    MPI_CHECK(MPI_Comm_split(comm_, color, key, &sub));
+    return std::make_unique<MpiCommunicator>(sub);
+  }
+  void abort(int code) override {
+    std::fflush(nullptr);
+    MPI_Abort(comm_, code);
+    std::exit(code);  // MPI_Abort does not return; this only satisfies the contract if it ever did
+  }
+
+ private:
+  // Records the started collective and wraps its request.
+  WorkPtr started(MPI_Request req, CollKind kind, int64_t bytes, float* avg_buf, size_t avg_count) {
+    ledger_.record(kind, bytes);
+    ledger_.add_in_flight(bytes);
+    return std::make_unique<MpiWork>(req, &ledger_, bytes, avg_buf, avg_count, world_);
+  }
+
+  MPI_Comm comm_;
+  int rank_ = 0, world_ = 1;
+};
+
+WorkPtr MpiCommunicator::all_gather_async(void* out, const void* in, size_t count, DType dt) {
+  const size_t bytes = count * dtype_size(dt);  // per rank
+  const int n = mpi_count(count, "all_gather");
+  // out (world*count) = concat of every rank's in (count); in == out + rank*count is MPI_IN_PLACE.
+  const void* send = in;
+  if (in == static_cast<char*>(out) + rank_ * bytes) {
+    send = MPI_IN_PLACE;
+  } else {
+    GPT_CHECK(!overlaps(out, world_ * bytes, in, bytes), "mpi all_gather: `in` overlaps `out` but is not ",
+              "out + rank*count, the only aliasing allowed");
+  }
+  MPI_Request req;
+  MPI_CHECK(MPI_Iallgather(send, n, mpi_type(dt), out, n, mpi_type(dt), comm_, &req));
+  return started(req, CollKind::all_gather, ring_all_gather_bytes(count, dt, world_), nullptr, 0);
+}
+
+WorkPtr MpiCommunicator::reduce_scatter_async(void* out, const void* in, size_t count, DType dt, ReduceOp op) {
+  require_f32(dt, "reduce_scatter");
+  const size_t bytes = count * dtype_size(dt);
+  const int n = mpi_count(count, "reduce_scatter");
+  GPT_CHECK(!overlaps(out, bytes, in, world_ * bytes), "mpi reduce_scatter: `out` (", count,
+            " elements) overlaps `in` (world*count elements); use separate buffers");
+  // out (count) = sum over ranks of in[rank*count .. (rank+1)*count)
+  MPI_Request req;
+  MPI_CHECK(MPI_Ireduce_scatter_block(in, out, n, MPI_FLOAT, MPI_SUM, comm_, &req));
+  float* avg = op == ReduceOp::avg ? static_cast<float*>(out) : nullptr;
+  return started(req, CollKind::reduce_scatter, ring_reduce_scatter_bytes(count, dt, world_), avg, count);
+}
+
+WorkPtr MpiCommunicator::all_reduce_async(void* buf, size_t count, DType dt, ReduceOp op) {
+  require_f32(dt, "all_reduce");
+  const int n = mpi_count(count, "all_reduce");
+  // buf (count) = sum over ranks of buf, in place
+  MPI_Request req;
+  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, comm_, &req));
+  float* avg = op == ReduceOp::avg ? static_cast<float*>(buf) : nullptr;
+  return started(req, CollKind::all_reduce, ring_all_reduce_bytes(count, dt, world_), avg, count);
+}
+
+void MpiCommunicator::broadcast(void* buf, size_t bytes, int root) {
+  GPT_CHECK(root >= 0 && root < world_, "mpi broadcast: root ", root, " is not a rank of this group (0..",
+            world_ - 1, ")");
+  constexpr size_t kChunk = size_t(1) << 30;  // MPI counts are int: send big buffers in 1 GiB pieces
+  for (size_t off = 0; off < bytes; off += kChunk) {
+    int n = static_cast<int>(bytes - off < kChunk ? bytes - off : kChunk);
+    MPI_CHECK(MPI_Bcast(static_cast<char*>(buf) + off, n, MPI_BYTE, root, comm_));
+  }
+  ledger_.record(CollKind::broadcast, ring_broadcast_bytes(bytes, world_));
+}
+
+// Initialises MPI once (FUNNELED) and makes MPI_COMM_WORLD report errors instead of aborting.
+void ensure_mpi_initialised() {
+  int finalized = 0, initialised = 0;
+  MPI_Finalized(&finalized);
+  GPT_CHECK(!finalized, "MPI is already finalised: make communicators before finalize_communication()");
+  MPI_Initialized(&initialised);
+  if (!initialised) {
+    int provided = 0;
+    int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    GPT_CHECK(code == MPI_SUCCESS, "MPI_Init_thread failed (MPI error code ", code,
+              "): start the program with mpiexec, or use the single communicator");
+  }
+  int provided = 0;
+  MPI_CHECK(MPI_Query_thread(&provided));
+  GPT_CHECK(provided >= MPI_THREAD_FUNNELED, "MPI provides thread level ", provided,
+            " but the mpi communicator needs MPI_THREAD_FUNNELED");
+  MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_world_communicator(const std::string& kind) {
+  GPT_CHECK(kind == "auto" || kind == "mpi" || kind == "single", "unknown communicator \"", kind,
+            "\" (expected auto, mpi or single)");
+  if (kind == "single") return make_single_communicator();
+  int initialised = 0;
+  MPI_Initialized(&initialised);
+  const bool launched = launcher_world_size() > 0;
+  if (kind == "auto" && !launched && !initialised) return make_single_communicator();
+  ensure_mpi_initialised();
+  int world = 1;
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
+  if (kind == "auto" && !launched && world == 1) return make_single_communicator();
+  MPI_Comm comm;  // a private copy of the world, so our collectives never match a caller's own MPI traffic
+  MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+  return std::make_unique<MpiCommunicator>(comm);
+}
+
+void finalize_communication() {
+  int initialised = 0, finalized = 0;
+  MPI_Initialized(&initialised);
+  MPI_Finalized(&finalized);
+  if (initialised && !finalized) MPI_CHECK(MPI_Finalize());
+}
+
+}  // namespace gpt

@@ -1,0 +1,24 @@
+// The shared part of the tokenizers: decoding a sequence, and choosing a tokenizer by name.
+#include "io/tokenizer.h"
+
+#include "core/check.h"
+#include "io/gpt2_tokenizer.h"
+
+namespace gpt {
+
+std::unique_ptr<Tokenizer> make_byte_tokenizer();  // byte_tokenizer.cpp
+
+std::string Tokenizer::decode(const std::vector<int>& ids) const {
+  std::string out;
+  out.reserve(ids.size() * 4);
+  for (int id : ids) out += decode_token(id);
+  return out;
+}
+
+std::unique_ptr<Tokenizer> make_tokenizer(const std::string& kind, const std::string& data_dir) {
+  if (kind == "byte") return make_byte_tokenizer();
+  if (kind == "gpt2") return gpt2::make_gpt2_tokenizer(data_dir);
+  fail("--tokenizer: unknown tokenizer \"", kind, "\", expected byte or gpt2");
+}
+
+}  // namespace gpt

@@ -1,0 +1,93 @@
+// A minimal sharded training loop for the FSDP tests: the same global batch of sequences every rank
+// count sees (rank r takes its rows of each micro-batch), AdamW with clipping, on any communicator.
+// The single-process reference is the same loop on a world-size-1 communicator with one micro-step.
+#pragma once
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "dist/communicator.h"
+#include "fsdp/engine.h"
+#include "model/gpt.h"
+#include "train/optimizer.h"
+
+namespace gpt::test {
+
+struct RunSpec {
+  GPTConfig cfg;
+  FsdpOptions fsdp;
+  RecomputePolicy recompute;
+  int global_seqs = 24;  // sequences per optimizer step (all ranks, all micro-steps)
+  int accum = 1;         // micro-steps per optimizer step
+  int T = 8;
+  uint64_t seed = 5;
+};
+
+// Token of sequence j of step s at position t (targets use t+1): a fixed pseudo-random stream.
+inline int stream_token(int s, int j, int t, int V) {
+  uint64_t x = (uint64_t)s * 1000003ULL + (uint64_t)j * 7919ULL + (uint64_t)t * 104729ULL + 17;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return (int)(x % (uint64_t)V);
+}
+
+struct ShardedRun {
+  RunSpec spec;
+  Communicator& comm;
+  std::unique_ptr<Backend> be;
+  std::unique_ptr<GPT> model;
+  std::unique_ptr<FsdpEngine> engine;
+  OptimizerConfig oc;
+  int step = 0;  // optimizer steps done
+
+  ShardedRun(const RunSpec& s, Communicator& c) : spec(s), comm(c) {
+    be = make_backend("cpu");
+    model = std::make_unique<GPT>(*be, s.cfg, s.recompute);
+    engine = std::make_unique<FsdpEngine>(*be, c, model->layout(), s.fsdp);
+    const Layout& l = model->layout();
+    for (int u = 0; u < l.num_units(); u++) {
+      std::vector<float> w((size_t)l.unit(u).numel);
+      GPT::init_unit(l, u, s.seed, w.data());
+      engine->set_unit_from_host(u, w.data());
+    }
+    engine->sync_device_copies();
+  }
+
+  // One optimizer step; returns the global mean loss.
+  float train_step(float lr = 2e-3f) {
+    const int N = comm.world(), r = comm.rank(), T = spec.T, V = spec.cfg.vocab_size;
+    const int B = spec.global_seqs / (spec.accum * N);
+    engine->zero_grad_shards();
+    double loss = 0;
+    std::vector<int> in((size_t)B * T), tg(in.size());
+    for (int k = 0; k < spec.accum; k++) {
+      engine->begin_micro_step(k == spec.accum - 1);
+      for (int b = 0; b < B; b++) {
+        const int j = k * (spec.global_seqs / spec.accum) + r * B + b;
+        for (int t = 0; t < T; t++) {
+          in[b * T + t] = stream_token(step, j, t, V);
+          tg[b * T + t] = stream_token(step, j, t + 1, V);
+        }
+      }
+      loss += model->forward(in.data(), tg.data(), B, T, *engine);
+      model->backward(1.0f / ((float)B * T * spec.accum), *engine);
+    }
+    engine->finish_backward();
+    loss /= spec.accum;
+    if (N > 1) loss = comm.all_reduce_scalar(loss, ReduceOp::avg);
+    const double norm = std::sqrt(engine->grad_sumsq());
+    step++;
+    adamw_step(*be, *engine, oc, lr, step, norm);
+    return (float)loss;
+  }
+
+  std::vector<std::vector<float>> params() {
+    std::vector<std::vector<float>> out;
+    for (int u = 0; u < engine->num_units(); u++) out.push_back(engine->gather_unit_to_host(u));
+    return out;
+  }
+};
+
+}  // namespace gpt::test
