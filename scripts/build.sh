@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Configures and builds into build/ (Release, -march=native unless GPT_PORTABLE=1). CUDA is built when
+# nvcc exists (set GPT_CUDA=OFF to skip it), MPI when OpenMPI is installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+args=(-G Ninja -DCMAKE_BUILD_TYPE=Release)
+[ "${GPT_PORTABLE:-0}" = 1 ] && args+=(-DGPT_PORTABLE=ON)
+[ -n "${GPT_CUDA:-}" ] && args+=(-DGPT_CUDA="$GPT_CUDA")
+cmake -S . -B "${BUILD_DIR:-build}" "${args[@]}" >/dev/null
+cmake --build "${BUILD_DIR:-build}" -j "$(nproc)"
