@@ -31,7 +31,7 @@ const char* kTrainFlagsHelp =
     "  --out DIR            run directory: checkpoints, model.bin     --resume   continue from the newest checkpoint\n"
     "  --init-from FILE     start from an llm.c model file            --save-every N (0 = at the end)  --keep K (2)\n"
     "  --val-every N  --val-batches N (8)  --sample-every N  --sample-tokens N (64)\n"
-    "  --tokenizer byte|gpt2|auto  --data-dir DIR (data)  --metrics FILE.jsonl\n"
+    "  --tokenizer byte|gpt2|auto|none  --data-dir DIR (data)  --metrics FILE.jsonl\n"
     "  --peak-tflops F      peak for MFU (default: cuda 989 bf16 dense; cpu: measured sgemm)\n"
     "  --max-bad-steps N    consecutive non-finite steps before stopping (10)   --quiet\n";
 
@@ -44,7 +44,7 @@ GPTConfig parse_model_flags(Flags& f, std::string* name, const std::string& defa
   c.channels = f.i32("--d-model", c.channels, 1, 65536);
   c.max_seq_len = f.i32("--seq-len", c.max_seq_len, 1, 1 << 20);
   const std::string tk = f.str("--tokenizer", "auto");
-  GPT_CHECK(tk == "auto" || tk == "byte" || tk == "gpt2", "--tokenizer: expected byte, gpt2 or auto, got '", tk, "'");
+  GPT_CHECK(tk == "auto" || tk == "byte" || tk == "gpt2" || tk == "none", "--tokenizer: expected byte, gpt2, auto or none, got '", tk, "'");
   c.vocab_size = f.i32("--vocab", tk == "byte" ? 257 : 50257, 2, 1 << 24);
   c.finalize();
   return c;

@@ -36,6 +36,7 @@ Trainer::Trainer(const TrainOptions& opt, Communicator& world) : opt_(opt), worl
   }
   std::string tk = opt_.tokenizer;
   if (tk == "auto") tk = cfg.vocab_size == 257 ? "byte" : cfg.vocab_size == 50257 ? "gpt2" : "";
+  if (tk == "none") tk.clear();  // no samples (tests, bench)
   if (!tk.empty()) collective_check(world, "tokenizer", [&] { tokenizer_ = make_tokenizer(tk, opt_.data_dir); });
 
   lr_.peak = opt_.lr;

@@ -1,0 +1,115 @@
+// The CPU kernels: fp32, OpenMP across cores, OpenBLAS sgemm for every matrix product. One free function
+// per Backend op, with the Backend method's argument order, so the CPU backend is a thin forwarder and the
+// CUDA twins (kernels/cuda) can be tested against these. The host-side helpers at the bottom (adamw_update,
+// sum_squares, accumulate_f32) are also what the CUDA backend runs on offloaded (host) shards.
+//
+// Conventions (see src/backend/backend.h): backward ops OVERWRITE activation gradients (dinp, dqkv) and
+// ACCUMULATE (+=) parameter gradients (dw, db). N = B*T rows. All reductions that feed a parameter gradient
+// or a norm sum in an order that does not depend on the thread count, so results are reproducible.
+//
+// Threads: link the OpenMP build of OpenBLAS. It shares OpenMP's thread pool, and runs single-threaded when
+// called inside a parallel region (attention relies on that). With the pthread build, OpenMP's spinning
+// workers and OpenBLAS's own threads fight over the cores whenever a kernel and an sgemm follow each other
+// (measured on 2 cores: matmul_forward with bias 1.8x slower than the bare sgemm, against +1% with the
+// OpenMP build); results are the same either way.
+#pragma once
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "backend/backend.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace gpt::cpu {
+
+// ---- encoder: out = wte[tokens] + wpe[t] ----------------------------------------------------------
+void encoder_forward(float* out /*(B,T,C)*/, const int* tokens /*(B,T)*/, const float* wte /*(Vp,C)*/,
+                     const float* wpe /*(maxT,C)*/, int B, int T, int C);
+void encoder_backward(float* dwte /*(Vp,C) +=*/, float* dwpe /*(maxT,C) +=*/, const float* dout /*(B,T,C)*/,
+                      const int* tokens /*(B,T)*/, int B, int T, int C);
+
+// ---- layernorm over the last dim (eps 1e-5, biased variance) ------------------------------------
+void layernorm_forward(float* out /*(N,C)*/, float* mean /*(N)*/, float* rstd /*(N)*/,
+                       const float* inp /*(N,C)*/, const float* w /*(C)*/, const float* b /*(C)*/, int N,
+                       int C);
+void layernorm_backward(float* dinp /*(N,C) =*/, float* dw /*(C) +=*/, float* db /*(C) +=*/,
+                        const float* dout /*(N,C)*/, const float* inp /*(N,C)*/, const float* w /*(C)*/,
+                        const float* mean /*(N)*/, const float* rstd /*(N)*/, int N, int C);
+
+// ---- matmul: out = inp @ w^T + bias -------------------------------------------------------------
+void matmul_forward(float* out /*(N,OC)*/, const float* inp /*(N,C)*/, const float* w /*(OC,C)*/,
+                    const float* bias /*(OC) or null*/, int N, int C, int OC);
+void matmul_backward(float* dinp /*(N,C) = or null*/, float* dw /*(OC,C) +=*/, float* dbias /*(OC) += or null*/,
+                     const float* dout /*(N,OC)*/, const float* inp /*(N,C)*/, const float* w /*(OC,C)*/, int N,
+                     int C, int OC);
+
+// ---- causal self-attention on packed qkv; the state is the softmax probabilities -----------------
+size_t attention_state_floats(int B, int T, int NH);  // B*NH*T*T
+void attention_forward(float* out /*(B,T,C)*/, float* att /*(B,NH,T,T)*/, const float* qkv /*(B,T,3C)*/,
+                       int B, int T, int C, int NH);
+void attention_backward(float* dqkv /*(B,T,3C) =*/, const float* dout /*(B,T,C)*/,
+                        const float* qkv /*(B,T,3C)*/, const float* att /*(B,NH,T,T)*/, int B, int T, int C,
+                        int NH);
+
+// ---- GELU, tanh approximation -------------------------------------------------------------------
+void gelu_forward(float* out /*(n)*/, const float* inp /*(n)*/, size_t n);
+void gelu_backward(float* dinp /*(n) =*/, const float* inp /*(n)*/, const float* dout /*(n)*/, size_t n);
+
+// ---- residual: out = a + b; backward dstream += dbranch --------------------------------------------
+void residual_forward(float* out /*(n)*/, const float* a /*(n)*/, const float* b /*(n)*/, size_t n);
+void residual_backward(float* dstream /*(n) +=*/, const float* dbranch /*(n)*/, size_t n);
+
+// ---- classifier: softmax cross-entropy over the first V of Vp columns ------------------------------
+void classifier_forward(float* losses /*(N)*/, const float* logits /*(N,Vp)*/, const int* targets /*(N)*/,
+                        int N, int V, int Vp);
+void classifier_backward(float* logits_to_dlogits /*(N,Vp)*/, float* losses /*(N)*/,
+                         const int* targets /*(N)*/, float dloss, int N, int V, int Vp);
+
+// ---- optimizer and reductions on fp32 buffers (also used on host shards by the CUDA backend) -------
+void adamw_update(float* param /*(n)*/, const float* grad /*(n)*/, float* m /*(n)*/, float* v /*(n)*/,
+                  size_t n, const AdamWParams& hp);
+double sum_squares(const float* x /*(n)*/, size_t n);
+void accumulate_f32(float* y /*(n) +=*/, const float* x /*(n)*/, size_t n);
+
+// ---- shared inline helpers --------------------------------------------------------------------------
+// Threads an OpenMP parallel region would get here (1 in a build without OpenMP).
+inline int max_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+// exp(x) for float, written so that `#pragma omp simd` loops vectorise it (glibc's expf does not vectorise
+// without -ffast-math). Range reduction x = n*ln2 + r with |r| <= ln2/2 (ln2 split in two so n*ln2 is
+// exact), a degree-6 polynomial for e^r (Cephes' coefficients), and 2^n built in the exponent bits.
+// Relative error about 2 ulp over the normal range; returns 0 below -87.33 (where expf goes subnormal),
+// +inf above 88.37 (where 2^n would leave the float range), NaN for NaN. Softmax and GELU use it.
+inline float fast_exp(float x) {
+  const float hi = 88.37f, lo = -87.33f;
+  float xc = x >= lo ? (x <= hi ? x : hi) : lo;  // NaN -> lo, so the int conversion below stays defined
+  const float round_magic = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds to nearest
+  float n = (xc * 1.44269504088896341f + round_magic) - round_magic;
+  float r = xc - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  float y = p * scale;
+  y = x < lo ? 0.0f : y;
+  y = x > hi ? INFINITY : y;
+  return x == x ? y : x;  // NaN in, NaN out
+}
+
+}  // namespace gpt::cpu

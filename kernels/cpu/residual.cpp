@@ -1,0 +1,17 @@
+// Residual connection: out = a + b forward; backward adds a branch's input gradient into the residual
+// stream's gradient (dstream += dbranch), which is how the model sums the two paths explicitly.
+#include "cpu/ops.h"
+
+namespace gpt::cpu {
+
+void residual_forward(float* out, const float* a, const float* b, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= 32768)
+  for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+void residual_backward(float* dstream, const float* dbranch, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= 32768)
+  for (size_t i = 0; i < n; i++) dstream[i] += dbranch[i];
+}
+
+}  // namespace gpt::cpu

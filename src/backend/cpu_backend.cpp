@@ -1,0 +1,113 @@
+// The CPU backend: fp32 compute in ordinary RAM. "Device" and "host" allocations are both 64-byte aligned
+// heap memory but go to separate ledger domains, so offload is measured on CPU too. Copies are memcpy,
+// synchronize is a no-op (every op has finished when it returns), and each op forwards to kernels/cpu.
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/backend.h"
+#include "cpu/ops.h"
+
+namespace gpt {
+
+namespace {
+
+void* aligned_alloc64(size_t bytes) {
+  size_t rounded = (bytes + 63) / 64 * 64;  // aligned_alloc wants a multiple of the alignment
+  return std::aligned_alloc(64, rounded);
+}
+
+float* f(void* p) { return static_cast<float*>(p); }
+const float* f(const void* p) { return static_cast<const float*>(p); }
+
+class CpuBackend final : public Backend {
+ public:
+  ~CpuBackend() override = default;
+  std::string name() const override { return "cpu"; }
+  DType compute_dtype() const override { return DType::F32; }
+
+  void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
+  void copy_d2d(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy_h2d(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy_d2h(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void synchronize() override {}
+  void f32_to_compute(void* dst, const float* src, size_t n) override { std::memcpy(dst, src, n * 4); }
+  void compute_to_f32(float* dst, const void* src, size_t n) override { std::memcpy(dst, src, n * 4); }
+
+  void encoder_forward(void* out, const int* tokens, const void* wte, const void* wpe, int B, int T,
+                       int C) override {
+    cpu::encoder_forward(f(out), tokens, f(wte), f(wpe), B, T, C);
+  }
+  void encoder_backward(float* dwte, float* dwpe, const void* dout, const int* tokens, int B, int T,
+                        int C) override {
+    cpu::encoder_backward(dwte, dwpe, f(dout), tokens, B, T, C);
+  }
+
+  void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const void* w, const void* b,
+                         int N, int C) override {
+    cpu::layernorm_forward(f(out), mean, rstd, f(inp), f(w), f(b), N, C);
+  }
+  void layernorm_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp, const void* w,
+                          const float* mean, const float* rstd, int N, int C) override {
+    cpu::layernorm_backward(f(dinp), dw, db, f(dout), f(inp), f(w), mean, rstd, N, C);
+  }
+
+  void matmul_forward(void* out, const void* inp, const void* w, const void* bias, int N, int C,
+                      int OC) override {
+    cpu::matmul_forward(f(out), f(inp), f(w), f(bias), N, C, OC);
+  }
+  void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp, const void* w,
+                       int N, int C, int OC) override {
+    cpu::matmul_backward(f(dinp), dw, dbias, f(dout), f(inp), f(w), N, C, OC);
+  }
+
+  size_t attention_state_bytes(int B, int T, int NH) const override {
+    return cpu::attention_state_floats(B, T, NH) * sizeof(float);
+  }
+  void attention_forward(void* out, void* state, const void* qkv, int B, int T, int C, int NH) override {
+    cpu::attention_forward(f(out), f(state), f(qkv), B, T, C, NH);
+  }
+  void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* /*out*/,
+                          const void* state, int B, int T, int C, int NH) override {
+    cpu::attention_backward(f(dqkv), f(dout), f(qkv), f(state), B, T, C, NH);
+  }
+
+  void gelu_forward(void* out, const void* inp, size_t n) override { cpu::gelu_forward(f(out), f(inp), n); }
+  void gelu_backward(void* dinp, const void* inp, const void* dout, size_t n) override {
+    cpu::gelu_backward(f(dinp), f(inp), f(dout), n);
+  }
+
+  void residual_forward(void* out, const void* a, const void* b, size_t n) override {
+    cpu::residual_forward(f(out), f(a), f(b), n);
+  }
+  void residual_backward(void* dstream, const void* dbranch, size_t n) override {
+    cpu::residual_backward(f(dstream), f(dbranch), n);
+  }
+
+  void classifier_forward(float* losses, const void* logits, const int* targets, int N, int V,
+                          int Vp) override {
+    cpu::classifier_forward(losses, f(logits), targets, N, V, Vp);
+  }
+  void classifier_backward(void* logits_to_dlogits, float* losses, const int* targets, float dloss, int N,
+                           int V, int Vp) override {
+    cpu::classifier_backward(f(logits_to_dlogits), losses, targets, dloss, N, V, Vp);
+  }
+
+  void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
+                    const AdamWParams& hp) override {
+    cpu::adamw_update(param, grad, m, v, n, hp);
+  }
+  double sum_squares(const float* x, size_t n) override { return cpu::sum_squares(x, n); }
+  void accumulate_f32(float* y, const float* x, size_t n) override { cpu::accumulate_f32(y, x, n); }
+
+ protected:
+  void* raw_alloc(size_t bytes) override { return aligned_alloc64(bytes); }
+  void raw_free(void* p) override { std::free(p); }
+  void* raw_alloc_host(size_t bytes) override { return aligned_alloc64(bytes); }
+  void raw_free_host(void* p) override { std::free(p); }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace gpt
