@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
     else if (cmd == "sample") rc = gpt::cmd_sample(n, a, *world);
     else if (cmd == "tokenize") rc = gpt::cmd_tokenize(n, a, *world);
     else if (cmd == "export") rc = gpt::cmd_export(n, a, *world);
-    else gpt::fail("unknown command '", cmd, "'\n", kUsage);
+    else gpt::fail("unknown command '", cmd, "' (commands: train eval sample tokenize bench export; see gpt --help)");
   } catch (const gpt::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     std::fflush(stderr);

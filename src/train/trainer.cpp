@@ -30,8 +30,12 @@ Trainer::Trainer(const TrainOptions& opt, Communicator& world) : opt_(opt), worl
   engine_ = std::make_unique<FsdpEngine>(*be_, world, model_->layout(), opt_.fsdp);
   if (!opt_.train_pattern.empty()) {
     collective_check(world, "training data", [&] {
-      train_loader_ = std::make_unique<DataLoader>(opt_.train_pattern, opt_.B, opt_.T, world.rank(), world.world(),
-                                                   cfg.vocab_size);
+      try {
+        train_loader_ = std::make_unique<DataLoader>(opt_.train_pattern, opt_.B, opt_.T, world.rank(), world.world(),
+                                                     cfg.vocab_size);
+      } catch (const Error& e) {
+        fail("--train: ", e.what());
+      }
     });
   }
   std::string tk = opt_.tokenizer;

@@ -1,0 +1,127 @@
+// The gpt binary as a user meets it: the happy path (tokenize -> train -> eval -> sample -> export) and
+// bad input, where every case must end with a non-zero exit and ONE line "error: ..." naming the flag or
+// file — never a crash, a hang or a silent wrong result.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "common/test_paths.h"
+#include "io/atomic_file.h"
+
+namespace gpt::test {
+namespace {
+
+std::string gpt() { return gpt_binary(); }
+
+struct Result {
+  int code;
+  std::string out;
+};
+Result run(const std::string& args) {
+  Result r;
+  r.code = run_command("OMP_NUM_THREADS=1 timeout 120 " + gpt() + " " + args, &r.out);
+  return r;
+}
+
+// A non-zero exit whose output is one "error:" line mentioning `needle`.
+void expect_error(const std::string& args, const std::string& needle) {
+  Result r = run(args);
+  EXPECT_NE(r.code, 0) << args << "\n" << r.out;
+  EXPECT_LT(r.code, 128) << "crashed (signal): " << args << "\n" << r.out;
+  size_t lines = 0;
+  for (char c : r.out) lines += c == '\n';
+  EXPECT_EQ(lines, 1u) << args << "\n" << r.out;
+  EXPECT_EQ(r.out.rfind("error: ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.out;
+}
+
+// Byte-level Tiny Shakespeare shards, made once per test binary run.
+std::string shakespeare_dir() {
+  static std::string dir;
+  if (dir.empty()) {
+    dir = scratch_dir() + "/../ts";
+    Result r = run("tokenize --tokenizer byte --input " + source_dir() + "/data/tinyshakespeare/input.txt --out " + dir);
+    EXPECT_EQ(r.code, 0) << r.out;
+  }
+  return dir;
+}
+
+const char* kTiny = "--n-layer 2 --n-head 2 --d-model 32 --seq-len 32 --tokenizer byte -B 2 -T 32 ";
+
+TEST(Cli, TrainEvalSampleExportRoundTrip) {
+  const std::string d = shakespeare_dir(), out = scratch_dir();
+  Result t = run(std::string("train ") + kTiny + "--steps 3 --train '" + d + "/train_*.bin' --val '" + d +
+                 "/val_*.bin' --val-batches 2 --sample-tokens 8 --out " + out + "/run --metrics " + out + "/m.jsonl");
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("step     3/3"), std::string::npos) << t.out;
+  std::string metrics = read_file(out + "/m.jsonl");
+  EXPECT_EQ(std::count(metrics.begin(), metrics.end(), '\n'), 3);
+  EXPECT_NE(metrics.find("\"val_loss\""), std::string::npos);
+  Result e = run("eval --model " + out + "/run/model.bin --val '" + d + "/val_*.bin' -B 2 -T 32 --batches 2");
+  ASSERT_EQ(e.code, 0) << e.out;
+  const std::string last = e.out.substr(e.out.rfind("val_loss "));
+  EXPECT_GT(std::stod(last.substr(9)), 0.5);
+  Result s = run("sample --model " + out + "/run/model.bin --prompt 'ROMEO:' --tokens 20 --seed 3");
+  ASSERT_EQ(s.code, 0) << s.out;
+  EXPECT_EQ(s.out.rfind("ROMEO:", 0), 0u) << s.out;
+  EXPECT_GT(s.out.size(), 10u);
+  Result x = run("export --from " + out + "/run --out " + out + "/exported.bin");
+  ASSERT_EQ(x.code, 0) << x.out;
+  EXPECT_EQ(read_file(out + "/exported.bin"), read_file(out + "/run/model.bin"));
+}
+
+TEST(Cli, BadFlagsAndConfigs) {
+  const std::string d = shakespeare_dir(), train = " --train '" + d + "/train_*.bin'";
+  expect_error("frobnicate", "unknown command");
+  expect_error("train --steps 3" + train + " --bogus 1", "--bogus");
+  expect_error("train -B four" + train, "-B");
+  expect_error("train --config d99" + train, "d99");
+  expect_error("train --n-head 3 --d-model 64" + train, "divisible");
+  expect_error("train --seq-len 16 -T 32" + train, "-T");
+  expect_error("train --config d2", "--train");
+  expect_error("train --config d2 --train '/nonexistent/x_*.bin'", "--train");
+  expect_error("train --config d2 --shard sideways" + train, "--shard");
+  expect_error("train --config d2 --recompute sometimes" + train, "--recompute");
+  expect_error("train --config d2 --offload cloud" + train, "--offload");
+  expect_error("train --config d2 --shard-group 2" + train, "--shard-group");
+  expect_error("train --config d2 --recompute every:0" + train, "every");
+  expect_error("train --config d2 --lr -1" + train, "--lr");
+  expect_error("train --config d2 --total-batch 100 -B 2 -T 32" + train, "--total-batch");
+  expect_error("train --config d2 --device tpu" + train, "--device");
+}
+
+TEST(Cli, BadFiles) {
+  const std::string d = shakespeare_dir(), dir = scratch_dir();
+  // a truncated data shard
+  std::string shard = read_file(d + "/val_000000.bin");
+  std::string cut = shard.substr(0, shard.size() - 7);
+  write_file_atomic(dir + "/cut.bin", cut.data(), cut.size());
+  expect_error(std::string("train ") + kTiny + "--train " + dir + "/cut.bin", "cut.bin");
+  // ids beyond the vocabulary: byte data (ids < 257) against a 100-token model
+  expect_error("train --n-layer 1 --n-head 1 --d-model 8 --vocab 100 --seq-len 32 -B 1 -T 32 --train '" + d +
+                   "/val_*.bin'",
+               "val_000000.bin");
+  // a model file with the wrong magic
+  std::string junk(4096, 'x');
+  write_file_atomic(dir + "/junk.bin", junk.data(), junk.size());
+  expect_error("eval --model " + dir + "/junk.bin --val '" + d + "/val_*.bin'", "junk.bin");
+  expect_error("sample --model " + dir + "/missing.bin", "missing.bin");
+  // --init-from of a model with another shape
+  const std::string out = dir + "/run";
+  ASSERT_EQ(run(std::string("train ") + kTiny + "--steps 1 --sample-tokens 0 --train '" + d + "/train_*.bin' --out " + out).code, 0);
+  expect_error("train --n-layer 2 --n-head 2 --d-model 64 --seq-len 32 --tokenizer byte -B 2 -T 32 --steps 1 --train '" + d +
+                   "/train_*.bin' --init-from " + out + "/model.bin",
+               "model.bin");
+  // a model whose vocabulary does not match the tokenizer it is sampled with
+  expect_error("sample --model " + out + "/model.bin --tokenizer gpt2 --tokens 2", "vocabulary");
+  // resume from a checkpoint directory whose rank file was damaged (checksum)
+  std::string ck = out + "/ckpt_00000001/rank_00000.bin";
+  std::string bytes = read_file(ck);
+  bytes[bytes.size() / 2] ^= 0x40;
+  write_file_atomic(ck, bytes.data(), bytes.size());
+  expect_error(std::string("train ") + kTiny + "--steps 2 --train '" + d + "/train_*.bin' --out " + out + " --resume", "checksum");
+}
+
+}  // namespace
+}  // namespace gpt::test
