@@ -6,6 +6,8 @@
 #include "train/checkpoint.h"
 
 #include <algorithm>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -169,6 +171,13 @@ std::vector<RankFile> read_all_headers(const std::string& dir, const Manifest& m
   return files;
 }
 
+// Fault injection for tests: GPT_TEST_KILL_IN_CHECKPOINT=S kills the process (SIGKILL, no cleanup)
+// halfway through writing the checkpoint of step S, as a power cut or OOM kill would.
+void crash_hook(int64_t step, int unit, int units) {
+  static const char* env = std::getenv("GPT_TEST_KILL_IN_CHECKPOINT");
+  if (env && std::atoll(env) == step && unit == units / 2) std::raise(SIGKILL);
+}
+
 }  // namespace
 
 std::string save_checkpoint(const std::string& run_dir, FsdpEngine& engine, const TrainProgress& p, int keep) {
@@ -197,11 +206,13 @@ std::string save_checkpoint(const std::string& run_dir, FsdpEngine& engine, cons
       w.write(m, sizeof m);
     }
     std::vector<float> host;
-    for (int u = 0; u < engine.num_units(); u++)
+    for (int u = 0; u < engine.num_units(); u++) {
       for (int which = 0; which < 3; which++) {
         engine.shard_to_host(u, which, host);
         w.write(host.data(), host.size() * sizeof(float));
       }
+      crash_hook(p.step, u, engine.num_units());
+    }
     crc = w.crc32();
     bytes = (int64_t)w.bytes_written();
     w.commit();

@@ -54,6 +54,7 @@ class Trainer {
   void inject_nonfinite_once() { inject_nan_ = true; }
 
  private:
+  bool stop_requested();
   void init_params();
   void print_startup_report();
   void log_step(const StepStats& s);

@@ -7,6 +7,7 @@
 #include "train/trainer.h"
 #include "util/log.h"
 #include "util/progress.h"
+#include "util/signals.h"
 
 namespace gpt {
 
@@ -74,7 +75,14 @@ void Trainer::maybe_write_metrics(const StepStats& s, float val_loss) {
   std::fflush(metrics_);
 }
 
+// True on every rank when any rank received SIGINT/SIGTERM.
+bool Trainer::stop_requested() {
+  double mine = stop_signals_received() > 0 ? 1.0 : 0.0;
+  return (world_.world() > 1 ? world_.all_reduce_max(mine) : mine) > 0;
+}
+
 void Trainer::run() {
+  install_stop_handlers();
   print_startup_report();
   const int64_t first = progress_.step;
   float val = NAN;
@@ -94,7 +102,13 @@ void Trainer::run() {
       std::string text = sample({tokenizer_->eot_token()}, opt_.sample_tokens, 1.0f, 0, 1.0f);
       log_rank0(world_, "---- sample at step ", s.step, " ----\n", text, "\n----");
     }
-    if (!opt_.out_dir.empty() && ((opt_.save_every > 0 && s.step % opt_.save_every == 0) || last)) save();
+    const bool stop = stop_requested();
+    if (!opt_.out_dir.empty() && ((opt_.save_every > 0 && s.step % opt_.save_every == 0) || last || stop)) save();
+    if (stop) {
+      log_rank0(world_, "stop signal: finished step ", s.step,
+                opt_.out_dir.empty() ? " (no --out: nothing saved)" : ", checkpoint written; continue with --resume");
+      return;
+    }
   }
   if (!opt_.out_dir.empty()) {
     export_model(opt_.out_dir + "/model.bin");

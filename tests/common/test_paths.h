@@ -10,4 +10,6 @@ std::string gpt_binary();
 std::string scratch_dir();
 // Runs a shell command, returns its exit status and (optionally) its combined stdout+stderr.
 int run_command(const std::string& cmd, std::string* output = nullptr);
+// Contents of a log file, or "" when it does not exist.
+std::string read_log(const std::string& path);
 }  // namespace gpt::test
