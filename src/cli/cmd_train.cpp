@@ -83,7 +83,7 @@ int cmd_bench(int argc, char** argv, Communicator& world) {
   }
   std::sort(ms.begin(), ms.end());
   const double med = ms[ms.size() / 2];
-  tps = o.total_batch / (med / 1e3);
+  tps = t.options().total_batch / (med / 1e3);
   mfu = tps * t.flops_per_token() / (t.peak_flops() * world.world());
   const double peak_mib = t.backend().ledger().peak_total(MemDomain::device) / 1048576.0;
   if (json) {

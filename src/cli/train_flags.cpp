@@ -31,7 +31,7 @@ const char* kTrainFlagsHelp =
     "  --out DIR            run directory: checkpoints, model.bin     --resume   continue from the newest checkpoint\n"
     "  --init-from FILE     start from an llm.c model file            --save-every N (0 = at the end)  --keep K (2)\n"
     "  --val-every N  --val-batches N (8)  --sample-every N  --sample-tokens N (64)\n"
-    "  --tokenizer byte|gpt2|auto|none  --data-dir DIR (data)  --metrics FILE.jsonl\n"
+    "  --tokenizer byte|gpt2|auto|none  --data-dir DIR (data)  --metrics FILE.jsonl  --trace FILE.json\n"
     "  --peak-tflops F      peak for MFU (default: cuda 989 bf16 dense; cpu: measured sgemm)\n"
     "  --max-bad-steps N    consecutive non-finite steps before stopping (10)   --quiet\n";
 
@@ -90,6 +90,7 @@ TrainOptions parse_train_flags(Flags& f, const std::string& default_config) {
   o.resume = f.on("--resume");
   o.init_from = f.str("--init-from", "");
   o.metrics_path = f.str("--metrics", "");
+  o.trace_path = f.str("--trace", "");
   o.peak_tflops = f.f64("--peak-tflops", 0, 0, 1e6);
   o.max_bad_steps = f.i32("--max-bad-steps", 10, 1, 1 << 30);
   o.quiet = f.on("--quiet");

@@ -113,6 +113,7 @@ class FsdpEngine : public ParamSource {
   int take_grad_slot(int unit);
   void complete_reduction(GradSlot& gs);
   void add_reduced_shard(int unit, float* reduced_dev, GradSlot& gs);
+  void trace_counters();  // slot occupancy and bytes in flight, for the trace's counter tracks
   void allocate_states();
   void allocate_pools();
   float* alloc_state(int64_t n, MemCat cat);

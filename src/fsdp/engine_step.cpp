@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "fsdp/engine.h"
 #include "kernels/cpu/ops.h"
+#include "util/trace.h"
 
 namespace gpt {
 
@@ -30,11 +31,13 @@ void FsdpEngine::start_gather(int u) {
   sl.owner = u;
   s.slot = slot;
   s.gathered = false;
+  trace::begin(trace::kGatherSlot0 + slot, "gather " + layout_.unit(u).name, "comm");
   const size_t n = (size_t)s.shard_numel;
   // The all-gather input: this rank's shard in compute dtype, on the device.
   const void* in = nullptr;
   const float* in_f32 = nullptr;
   if (opt_.offload == OffloadMode::params) {
+    trace::Scope copy(trace::kCopies, "h2d " + layout_.unit(u).name, "copy");
     be_.copy_h2d(sl.stage_f32, s.param, n * sizeof(float));
     in_f32 = sl.stage_f32;
   } else if (opt_.offload == OffloadMode::optimizer) {
@@ -55,6 +58,19 @@ void FsdpEngine::start_gather(int u) {
   } else {
     s.gather_work = shard_comm_->all_gather_async(sl.data, in, n, be_.compute_dtype());
   }
+  trace_counters();
+}
+
+void FsdpEngine::trace_counters() {
+  if (!trace::on()) return;
+  double params = 0, grads = 0;
+  for (const Slot& sl : slots_)
+    if (sl.owner >= 0) params += (double)units_[sl.owner].padded * be_.compute_size();
+  for (const GradSlot& g : gslots_)
+    if (g.owner >= 0) grads += (double)units_[g.owner].padded * sizeof(float);
+  trace::counter("gathered params in use", params);
+  trace::counter("gradient slots in use", grads);
+  trace::counter("comm bytes in flight", (double)(shard_comm_->ledger().in_flight() + replica_comm_->ledger().in_flight()));
 }
 
 void FsdpEngine::wait_gather(int u) {
@@ -63,7 +79,9 @@ void FsdpEngine::wait_gather(int u) {
     s.gather_work->wait();
     s.gather_work.reset();
   }
+  if (!s.gathered) trace::end(trace::kGatherSlot0 + s.slot);
   s.gathered = true;
+  trace_counters();
 }
 
 void FsdpEngine::free_unit(int u) {
@@ -73,9 +91,11 @@ void FsdpEngine::free_unit(int u) {
     s.gather_work->wait();
     s.gather_work.reset();
   }
+  if (!s.gathered) trace::end(trace::kGatherSlot0 + s.slot);
   slots_[s.slot].owner = -1;
   s.slot = -1;
   s.gathered = false;
+  trace_counters();
 }
 
 void FsdpEngine::prefetch_after(int u, Pass pass) {
@@ -159,12 +179,14 @@ void FsdpEngine::grad_ready(int u) {
   g.owner = u;
   g.reducing = true;
   if (opt_.no_sync) g.src = s.nosync_acc;
+  trace::begin(trace::kReduceSlot0 + i, (group_ > 1 ? "reduce-scatter " : "all-reduce ") + layout_.unit(u).name, "comm");
   if (group_ > 1) {
     g.work = shard_comm_->reduce_scatter_async(g.rs_out, g.src, (size_t)s.shard_numel, DType::F32, ReduceOp::avg);
   } else {
     g.work = replica_comm_->all_reduce_async(g.src, (size_t)s.padded, DType::F32, ReduceOp::avg);
   }
   pending_.push_back(i);
+  trace_counters();
 }
 
 void FsdpEngine::complete_reduction(GradSlot& g) {
@@ -180,8 +202,10 @@ void FsdpEngine::complete_reduction(GradSlot& g) {
     if (replica_comm_->world() > 1)
       replica_comm_->all_reduce(reduced, (size_t)s.shard_numel, DType::F32, ReduceOp::avg);
   }
+  trace::end(trace::kReduceSlot0 + (int)(&g - gslots_.data()));
   const size_t n = (size_t)s.shard_numel;
   if (host_states()) {
+    trace::Scope copy(trace::kCopies, "d2h grad " + layout_.unit(u).name, "copy");
     be_.copy_d2h(g.host_rs, reduced, n * sizeof(float));
     be_.synchronize();
     cpu::accumulate_f32(s.grad, g.host_rs, n);
@@ -192,6 +216,7 @@ void FsdpEngine::complete_reduction(GradSlot& g) {
   g.owner = -1;
   g.reducing = false;
   g.src = nullptr;
+  trace_counters();
 }
 
 void FsdpEngine::begin_micro_step(bool last_micro_step) { last_micro_ = last_micro_step; }

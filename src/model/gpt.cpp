@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "core/rng.h"
+#include "util/trace.h"
 
 namespace gpt {
 
@@ -109,16 +110,23 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T, ParamSou
 
   const void* embed = params.acquire(layout_.embed_unit(), Pass::forward);
   const void* wte = at(embed, layout_.wte_offset());
+  trace::begin(trace::kCompute, "forward embed", "compute");
   be_.encoder_forward(acts_->resid[0], acts_->inputs, wte, at(embed, layout_.wpe_offset()), B, T, C);
+  trace::end(trace::kCompute);
   for (int l = 0; l < L; l++) {
     const int u = layout_.block_unit(l);
     const void* unit = params.acquire(u, Pass::forward);
+    trace::Scope ts(trace::kCompute, "forward " + layout_.unit(u).name, "compute");
     block_forward(l, block_params(unit), acts_->resid[l], acts_->resid[l + 1], false);
     params.release(u, Pass::forward);
   }
   const void* head = params.acquire(layout_.head_unit(), Pass::forward);
-  be_.layernorm_forward(acts_->lnf, acts_->lnf_mean, acts_->lnf_rstd, acts_->resid[L], head, at(head, C), N, C);
+  {
+    trace::Scope ts(trace::kCompute, "forward head", "compute");
+    be_.layernorm_forward(acts_->lnf, acts_->lnf_mean, acts_->lnf_rstd, acts_->resid[L], head, at(head, C), N, C);
+  }
   params.release(layout_.head_unit(), Pass::forward);
+  trace::Scope ts(trace::kCompute, "forward lm_head", "compute");
   be_.matmul_forward(acts_->logits, acts_->lnf, wte, nullptr, N, C, Vp);
   params.release(layout_.embed_unit(), Pass::forward);
   if (!targets) return 0.0f;
@@ -139,28 +147,42 @@ void GPT::backward(float dloss, ParamSource& params) {
   // LM head (tied wte): the classifier turns logits into dlogits in place.
   const void* embed = params.acquire(eu, Pass::backward);
   float* gembed = params.grad_buffer(eu);
-  be_.classifier_backward(acts_->logits, acts_->losses, acts_->targets, dloss, N, V, Vp);
   void* dlnf = acts_->dnarrow_a;  // (N, C)
-  be_.matmul_backward(dlnf, gembed + layout_.wte_offset(), nullptr, acts_->logits, acts_->lnf,
-                      at(embed, layout_.wte_offset()), N, C, Vp);
+  {
+    trace::Scope ts(trace::kCompute, "backward lm_head", "compute");
+    be_.classifier_backward(acts_->logits, acts_->losses, acts_->targets, dloss, N, V, Vp);
+    be_.matmul_backward(dlnf, gembed + layout_.wte_offset(), nullptr, acts_->logits, acts_->lnf,
+                        at(embed, layout_.wte_offset()), N, C, Vp);
+  }
   // final layernorm (unit head)
   const void* head = params.acquire(hu, Pass::backward);
   float* ghead = params.grad_buffer(hu);
-  be_.layernorm_backward(acts_->dres, ghead, ghead + C, dlnf, acts_->resid[L], head, acts_->lnf_mean,
-                         acts_->lnf_rstd, N, C);
+  {
+    trace::Scope ts(trace::kCompute, "backward head", "compute");
+    be_.layernorm_backward(acts_->dres, ghead, ghead + C, dlnf, acts_->resid[L], head, acts_->lnf_mean,
+                           acts_->lnf_rstd, N, C);
+  }
   params.release(hu, Pass::backward);
   params.grad_ready(hu);
   // blocks in reverse; recomputed layers first re-create what they did not keep
   for (int l = L - 1; l >= 0; l--) {
     const int u = layout_.block_unit(l);
     BlockParams p = block_params(params.acquire(u, Pass::backward));
-    if (!acts_->kept[l].all()) block_forward(l, p, acts_->resid[l], nullptr, true);
-    block_backward(l, p, block_grads(params.grad_buffer(u)), acts_->resid[l]);
+    if (!acts_->kept[l].all()) {
+      trace::Scope ts(trace::kCompute, "recompute " + layout_.unit(u).name, "compute");
+      block_forward(l, p, acts_->resid[l], nullptr, true);
+    }
+    float* g = params.grad_buffer(u);
+    trace::Scope ts(trace::kCompute, "backward " + layout_.unit(u).name, "compute");
+    block_backward(l, p, block_grads(g), acts_->resid[l]);
     params.release(u, Pass::backward);
     params.grad_ready(u);
   }
-  be_.encoder_backward(gembed + layout_.wte_offset(), gembed + layout_.wpe_offset(), acts_->dres,
-                       acts_->inputs, B, T, C);
+  {
+    trace::Scope ts(trace::kCompute, "backward embed", "compute");
+    be_.encoder_backward(gembed + layout_.wte_offset(), gembed + layout_.wpe_offset(), acts_->dres,
+                         acts_->inputs, B, T, C);
+  }
   params.grad_ready(eu);
   params.release(eu, Pass::backward);
 }

@@ -95,11 +95,14 @@ RankFile read_rank_header(const std::string& path) {
   h.data_start = expect;
   for (int u = 0; u < nu; u++) {
     UnitMeta m{um[4 * u], um[4 * u + 1], um[4 * u + 2], um[4 * u + 3]};
-    GPT_CHECK(m.numel == layout.unit(u).numel && m.padded >= m.numel && m.padded == m.shard_numel * h.group &&
-                  m.shard_offset == (h.rank % h.group) * m.shard_numel,
+    // Division, not shard_numel * group: a hostile shard_numel must not overflow (then wrap into a match).
+    GPT_CHECK(m.numel == layout.unit(u).numel && m.padded >= m.numel && m.padded % h.group == 0 &&
+                  m.shard_numel == m.padded / h.group && m.shard_offset == (h.rank % h.group) * m.shard_numel,
               "checkpoint file ", path, ": inconsistent geometry for unit ", layout.unit(u).name);
+    GPT_CHECK(m.shard_numel <= (size - expect) / 12, "checkpoint file ", path, ": size ", size,
+              " bytes, too small for the shards of unit ", layout.unit(u).name);
     h.units.push_back(m);
-    expect += 3 * m.shard_numel * 4;
+    expect += 3 * m.shard_numel * 4;  // stays <= size by the check above
   }
   GPT_CHECK(size == expect, "checkpoint file ", path, ": size ", size, " bytes, expected ", expect);
   return h;
@@ -167,6 +170,9 @@ std::vector<RankFile> read_all_headers(const std::string& dir, const Manifest& m
     files.push_back(read_rank_header(dir + "/" + rank_file_name((int)r)));
     GPT_CHECK(files.back().world == man.world && files.back().rank == r && files.back().step == man.step,
               "checkpoint file ", files.back().path, ": header disagrees with the manifest");
+    // read_range indexes every file's unit table by the first file's units: all must share one geometry.
+    GPT_CHECK(files.back().config == files[0].config && files.back().group == files[0].group,
+              "checkpoint file ", files.back().path, ": model config or shard group differs from ", files[0].path);
   }
   return files;
 }

@@ -10,6 +10,7 @@
 #include "io/model_file.h"
 #include "train/config_hash.h"
 #include "util/log.h"
+#include "util/trace.h"
 
 namespace gpt {
 
@@ -49,6 +50,14 @@ Trainer::Trainer(const TrainOptions& opt, Communicator& world) : opt_(opt), worl
   lr_.min_lr_frac = opt_.min_lr_frac;
   progress_.rng.reseed(opt_.seed);
   init_params();
+  if (!opt_.trace_path.empty()) {
+    // A bad trace path is reported, and the run goes on without a trace.
+    try {
+      trace::start(opt_.trace_path, world.rank());
+    } catch (const Error& e) {
+      std::fprintf(stderr, "error: %s; training continues without a trace\n", e.what());
+    }
+  }
   inputs_.resize((size_t)opt_.B * opt_.T);
   targets_.resize(inputs_.size());
   peak_flops_ = opt_.peak_tflops > 0 ? opt_.peak_tflops * 1e12
@@ -111,11 +120,17 @@ StepStats Trainer::step() {
   const float dloss = 1.0f / ((float)opt_.B * opt_.T * accum_);
   for (int micro = 0; micro < accum_; micro++) {
     engine_->begin_micro_step(micro == accum_ - 1);
-    train_loader_->next_batch(inputs_.data(), targets_.data());
+    {
+      trace::Scope ts(trace::kData, "next_batch", "data");
+      train_loader_->next_batch(inputs_.data(), targets_.data());
+    }
     loss_sum += model_->forward(inputs_.data(), targets_.data(), opt_.B, opt_.T, *engine_);
     model_->backward(dloss, *engine_);
   }
-  engine_->finish_backward();
+  {
+    trace::Scope ts(trace::kCompute, "wait for reductions", "comm");
+    engine_->finish_backward();
+  }
   StepStats s;
   s.loss = (float)(world_.world() > 1 ? world_.all_reduce_scalar(loss_sum / accum_, ReduceOp::avg) : loss_sum / accum_);
   s.grad_norm = std::sqrt(engine_->grad_sumsq());
@@ -133,6 +148,7 @@ StepStats Trainer::step() {
               " consecutive steps with a non-finite loss or gradient norm (--max-bad-steps ", opt_.max_bad_steps, ")");
   } else {
     progress_.bad_steps = 0;
+    trace::Scope ts(trace::kOptimizer, "adamw", "optimizer");
     adamw_step(*be_, *engine_, opt_.optim, s.lr, (int)s.step, s.grad_norm);
   }
   be_->synchronize();

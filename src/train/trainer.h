@@ -55,6 +55,7 @@ class Trainer {
 
  private:
   bool stop_requested();
+  void finish_trace();
   void init_params();
   void print_startup_report();
   void log_step(const StepStats& s);

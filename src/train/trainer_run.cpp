@@ -8,6 +8,7 @@
 #include "util/log.h"
 #include "util/progress.h"
 #include "util/signals.h"
+#include "util/trace.h"
 
 namespace gpt {
 
@@ -75,6 +76,18 @@ void Trainer::maybe_write_metrics(const StepStats& s, float val_loss) {
   std::fflush(metrics_);
 }
 
+// Writes the trace (if any); a failure to write it is reported without failing the run.
+void Trainer::finish_trace() {
+  if (!trace::on()) return;
+  try {
+    trace::finish(world_);
+    log_rank0(world_, "wrote trace ", opt_.trace_path);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "error: --trace: %s (the training run itself completed)\n", e.what());
+    trace::reset();
+  }
+}
+
 // True on every rank when any rank received SIGINT/SIGTERM.
 bool Trainer::stop_requested() {
   double mine = stop_signals_received() > 0 ? 1.0 : 0.0;
@@ -107,9 +120,11 @@ void Trainer::run() {
     if (stop) {
       log_rank0(world_, "stop signal: finished step ", s.step,
                 opt_.out_dir.empty() ? " (no --out: nothing saved)" : ", checkpoint written; continue with --resume");
+      finish_trace();
       return;
     }
   }
+  finish_trace();
   if (!opt_.out_dir.empty()) {
     export_model(opt_.out_dir + "/model.bin");
     log_rank0(world_, "wrote ", opt_.out_dir, "/model.bin");

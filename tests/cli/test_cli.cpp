@@ -71,6 +71,16 @@ TEST(Cli, TrainEvalSampleExportRoundTrip) {
   EXPECT_EQ(read_file(out + "/exported.bin"), read_file(out + "/run/model.bin"));
 }
 
+TEST(Cli, UnwritableTraceIsReportedAndTrainingStillRuns) {
+  const std::string d = shakespeare_dir(), out = scratch_dir();
+  Result t = run(std::string("train ") + kTiny + "--steps 2 --sample-tokens 0 --train '" + d + "/train_*.bin' --out " +
+                 out + "/run --trace /nonexistent-dir/trace.json");
+  EXPECT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("error: --trace /nonexistent-dir/trace.json"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("step     2/2"), std::string::npos) << t.out;
+  EXPECT_FALSE(read_file(out + "/run/model.bin").empty());
+}
+
 TEST(Cli, BadFlagsAndConfigs) {
   const std::string d = shakespeare_dir(), train = " --train '" + d + "/train_*.bin'";
   expect_error("frobnicate", "unknown command");

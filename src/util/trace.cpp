@@ -1,0 +1,149 @@
+// See trace.h. Timestamps are microseconds of the monotonic clock, which all ranks on one machine share.
+#include "util/trace.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "core/check.h"
+#include "dist/communicator.h"
+#include "io/atomic_file.h"
+
+namespace gpt::trace {
+namespace {
+
+struct Event {
+  char ph;  // 'B', 'E', 'C'
+  int track;
+  double ts;
+  double value;
+  std::string name;
+  const char* cat;
+};
+
+struct State {
+  bool on = false;
+  int rank = 0;
+  std::string path;
+  std::vector<Event> events;
+  std::map<int, std::string> track_names;
+};
+State& st() {
+  static State s;
+  return s;
+}
+
+double now_us() {
+  using namespace std::chrono;
+  return duration<double, std::micro>(steady_clock::now().time_since_epoch()).count();
+}
+
+std::string track_name(int t) {
+  if (t == kCompute) return "compute";
+  if (t == kOptimizer) return "optimizer";
+  if (t == kData) return "data";
+  if (t == kCopies) return "copies";
+  if (t >= kReduceSlot0) return "reduce slot " + std::to_string(t - kReduceSlot0);
+  if (t >= kGatherSlot0) return "gather slot " + std::to_string(t - kGatherSlot0);
+  return "track " + std::to_string(t);
+}
+
+std::string escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    o += c;
+  }
+  return o;
+}
+
+// This rank's events as JSON objects, comma-separated, with metadata names first.
+std::string rank_json() {
+  State& s = st();
+  std::ostringstream o;
+  o.precision(3);
+  o << std::fixed;
+  o << "{\"ph\":\"M\",\"pid\":" << s.rank << ",\"name\":\"process_name\",\"args\":{\"name\":\"rank " << s.rank << "\"}}";
+  o << ",\n{\"ph\":\"M\",\"pid\":" << s.rank << ",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":" << s.rank << "}}";
+  for (auto& kv : s.track_names)
+    o << ",\n{\"ph\":\"M\",\"pid\":" << s.rank << ",\"tid\":" << kv.first
+      << ",\"name\":\"thread_name\",\"args\":{\"name\":\"" << escape(kv.second) << "\"}}";
+  for (const Event& e : s.events) {
+    o << ",\n{\"ph\":\"" << e.ph << "\",\"pid\":" << s.rank << ",\"tid\":" << e.track << ",\"ts\":" << e.ts;
+    if (e.ph == 'B') o << ",\"name\":\"" << escape(e.name) << "\",\"cat\":\"" << e.cat << "\"";
+    if (e.ph == 'C') o << ",\"name\":\"" << escape(e.name) << "\",\"args\":{\"bytes\":" << e.value << "}";
+    o << "}";
+  }
+  return o.str();
+}
+
+}  // namespace
+
+bool on() { return st().on; }
+
+void start(const std::string& path, int rank) {
+  State& s = st();
+  {
+    std::ofstream probe(path, std::ios::app);
+    GPT_CHECK(probe.good(), "--trace ", path, ": cannot be written (check the directory exists and is writable)");
+  }
+  s.on = true;
+  s.rank = rank;
+  s.path = path;
+  s.events.clear();
+  s.events.reserve(1 << 16);
+}
+
+void begin(int track, const std::string& name, const char* category) {
+  State& s = st();
+  if (!s.on) return;
+  if (!s.track_names.count(track)) s.track_names[track] = track_name(track);
+  s.events.push_back({'B', track, now_us(), 0, name, category});
+}
+
+void end(int track) {
+  State& s = st();
+  if (!s.on) return;
+  s.events.push_back({'E', track, now_us(), 0, "", ""});
+}
+
+void counter(const char* name, double value) {
+  State& s = st();
+  if (!s.on) return;
+  s.events.push_back({'C', 0, now_us(), value, name, ""});
+}
+
+void finish(Communicator& comm) {
+  State& s = st();
+  if (!s.on) return;
+  const std::string part = s.path + ".rank" + std::to_string(comm.rank());
+  const std::string mine = rank_json();
+  write_file_atomic(part, mine.data(), mine.size());
+  if (comm.world() > 1) comm.barrier();
+  if (comm.rank() == 0) {
+    std::string all = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+    for (int r = 0; r < comm.world(); r++) {
+      const std::string p = s.path + ".rank" + std::to_string(r);
+      all += (r ? ",\n" : "") + read_file(p);
+      std::filesystem::remove(p);
+    }
+    all += "\n]}\n";
+    write_file_atomic(s.path, all.data(), all.size());
+  }
+  if (comm.world() > 1) comm.barrier();
+  reset();
+}
+
+void reset() {
+  State& s = st();
+  s.on = false;
+  s.events.clear();
+  s.track_names.clear();
+}
+
+}  // namespace gpt::trace

@@ -1,0 +1,59 @@
+// The timeline trace (--trace FILE): Chrome / Perfetto JSON with one process per rank and one track per
+// activity, so the overlap of communication and compute can be seen, not guessed.
+//   tracks: "compute" (forward / recompute / backward of each unit), "optimizer", "data", "copies" (host
+//   <-> device offload traffic), one track per gather slot ("gather slot k": all-gather start -> finish)
+//   and per gradient slot ("reduce slot k": reduce-scatter start -> finish);
+//   counters: bytes of gathered parameters / gradient slots in use, and communication bytes in flight.
+// Events are B/E pairs buffered in memory; at the end every rank writes a part file and rank 0 merges the
+// parts into FILE (a JSON object with "traceEvents"). Recording is a no-op when tracing is off.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpt {
+
+class Communicator;
+
+namespace trace {
+
+enum Track : int {
+  kCompute = 1,
+  kOptimizer = 2,
+  kData = 3,
+  kCopies = 4,
+  kGatherSlot0 = 100,  // + slot index
+  kReduceSlot0 = 200,  // + gradient slot index
+};
+
+bool on();
+// Starts recording for this rank; the file is written by finish(). Throws gpt::Error naming --trace when
+// the path cannot be written (checked now, so a bad path is reported before training starts).
+void start(const std::string& path, int rank);
+void begin(int track, const std::string& name, const char* category);
+void end(int track);
+void counter(const char* name, double value);
+// Every rank writes its events; rank 0 merges them into the trace file. Collective when world > 1.
+void finish(Communicator& comm);
+// Drops everything recorded (tests).
+void reset();
+
+// begin() on construction, end() on destruction.
+class Scope {
+ public:
+  Scope(int track, const std::string& name, const char* category) : track_(track), live_(on()) {
+    if (live_) begin(track, name, category);
+  }
+  ~Scope() {
+    if (live_) end(track_);
+  }
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+
+ private:
+  int track_;
+  bool live_;
+};
+
+}  // namespace trace
+}  // namespace gpt
