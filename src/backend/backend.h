@@ -85,7 +85,7 @@ class Backend {
                                const void* w /*(OC,C)*/, int N, int C, int OC) = 0;
 
   // causal multi-head self-attention on packed qkv; `state` is whatever the backend keeps for backward
-  // (softmax probabilities on cpu, log-sum-exp rows on cuda), attention_state_bytes() long.
+  // (softmax probabilities: fp32 on cpu, bf16 on cuda), attention_state_bytes() long.
   virtual size_t attention_state_bytes(int B, int T, int NH) const = 0;
   virtual void attention_forward(void* out /*(B,T,C)*/, void* state, const void* qkv /*(B,T,3C)*/, int B,
                                  int T, int C, int NH) = 0;

@@ -113,7 +113,7 @@ TEST(Trainer, TooManyBadStepsStopsWithAMessage) {
   }
 }
 
-TEST(Trainer, RecomputeModesAreBitIdentical) {
+TEST(Trainer, RecomputeAndOffloadModesAreBitIdentical) {
   const std::string dir = scratch_dir();
   auto comm = make_single_communicator();
   TrainOptions o = small_options(dir);
@@ -128,6 +128,13 @@ TEST(Trainer, RecomputeModesAreBitIdentical) {
     Trainer t(r, *comm);
     for (int i = 0; i < 6; i++) EXPECT_EQ(t.step().loss, losses[i]) << mode << " step " << i + 1;
     EXPECT_EQ(all_params(t), all_params(base)) << mode;
+  }
+  for (const char* mode : {"optimizer", "params"}) {
+    TrainOptions r = o;
+    r.fsdp.offload = FsdpOptions::parse_offload(mode);
+    Trainer t(r, *comm);
+    for (int i = 0; i < 6; i++) EXPECT_EQ(t.step().loss, losses[i]) << "offload " << mode << " step " << i + 1;
+    EXPECT_EQ(all_params(t), all_params(base)) << "offload " << mode;
   }
 }
 

@@ -1,0 +1,108 @@
+// The CUDA twins of kernels/cpu: one function per Backend op, same argument order as the Backend method,
+// typed pointers (bf16 for the compute dtype, float for fp32 buffers), then what the GPU needs besides:
+// the cuBLASLt context for matrix products, a scratch block for ops with temporaries, and the stream.
+// Every function only enqueues work on `stream` (sum_squares excepted: it returns a host value).
+//
+// Scratch: an op that needs temporaries says how many bytes through its *_scratch_bytes function and
+// receives a device block at least that long; the content need not survive between calls.
+#pragma once
+#include <cstddef>
+
+#include "backend/backend.h"
+#include "common.cuh"
+
+namespace gpt::cuda {
+
+// cuBLASLt handle and its workspace, created once per backend.
+struct BlasContext {
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+};
+
+// One (optionally batched) product written in ROW-MAJOR terms:
+//   C (M x N) = alpha * op(A) (M x K) @ op(B) (K x N) + beta * C  [+ bias[n] on every row]
+// A, B are bf16; C is bf16 (c_f32 false) or fp32 (c_f32 true). trans_a means A is stored K x M
+// (op(A) = A^T), likewise trans_b means B is stored N x K. lda/ldb/ldc are row strides in elements.
+// Batches: batch matrices at A + i*stride_a, B + i*stride_b, C + i*stride_c (elements).
+// bias (bf16, length N) is only allowed with a bf16 C and batch 1.
+struct GemmSpec {
+  int M = 0, N = 0, K = 0;
+  const bf16* A = nullptr;
+  int lda = 0;
+  bool trans_a = false;
+  long long stride_a = 0;
+  const bf16* B = nullptr;
+  int ldb = 0;
+  bool trans_b = false;
+  long long stride_b = 0;
+  void* C = nullptr;
+  int ldc = 0;
+  bool c_f32 = false;
+  long long stride_c = 0;
+  int batch = 1;
+  float alpha = 1.0f;
+  float beta = 0.0f;
+  const bf16* bias = nullptr;
+};
+void gemm(const BlasContext& ctx, const GemmSpec& g, cudaStream_t stream);
+
+// ---- encoder.cu -------------------------------------------------------------------------------
+void encoder_forward(bf16* out /*(B,T,C)*/, const int* tokens /*(B,T)*/, const bf16* wte /*(Vp,C)*/,
+                     const bf16* wpe /*(maxT,C)*/, int B, int T, int C, cudaStream_t stream);
+void encoder_backward(float* dwte /*(Vp,C) +=*/, float* dwpe /*(maxT,C) +=*/, const bf16* dout /*(B,T,C)*/,
+                      const int* tokens /*(B,T)*/, int B, int T, int C, cudaStream_t stream);
+
+// ---- layernorm.cu -----------------------------------------------------------------------------
+void layernorm_forward(bf16* out /*(N,C)*/, float* mean /*(N)*/, float* rstd /*(N)*/, const bf16* inp /*(N,C)*/,
+                       const bf16* w /*(C)*/, const bf16* b /*(C)*/, int N, int C, cudaStream_t stream);
+size_t layernorm_backward_scratch_bytes(int N, int C);
+void layernorm_backward(bf16* dinp /*(N,C) =*/, float* dw /*(C) +=*/, float* db /*(C) +=*/,
+                        const bf16* dout /*(N,C)*/, const bf16* inp /*(N,C)*/, const bf16* w /*(C)*/,
+                        const float* mean /*(N)*/, const float* rstd /*(N)*/, int N, int C, void* scratch,
+                        cudaStream_t stream);
+
+// ---- matmul.cu ----------------------------------------------------------------------------------
+void matmul_forward(bf16* out /*(N,OC)*/, const bf16* inp /*(N,C)*/, const bf16* w /*(OC,C)*/,
+                    const bf16* bias /*(OC) or null*/, int N, int C, int OC, const BlasContext& ctx,
+                    cudaStream_t stream);
+size_t matmul_backward_scratch_bytes(int N, int OC);
+void matmul_backward(bf16* dinp /*(N,C) = or null*/, float* dw /*(OC,C) +=*/, float* dbias /*(OC) += or null*/,
+                     const bf16* dout /*(N,OC)*/, const bf16* inp /*(N,C)*/, const bf16* w /*(OC,C)*/, int N,
+                     int C, int OC, const BlasContext& ctx, void* scratch, cudaStream_t stream);
+
+// ---- attention.cu -------------------------------------------------------------------------------
+// State kept from forward to backward: the softmax probabilities P (B,NH,T,T) in bf16 (the exact values the
+// forward multiplied with V, so backward differentiates the function forward computed).
+size_t attention_state_bytes(int B, int T, int NH);
+size_t attention_scratch_bytes(int B, int T, int C, int NH);
+void attention_forward(bf16* out /*(B,T,C)*/, bf16* state /*(B,NH,T,T)*/, const bf16* qkv /*(B,T,3C)*/, int B,
+                       int T, int C, int NH, const BlasContext& ctx, void* scratch, cudaStream_t stream);
+void attention_backward(bf16* dqkv /*(B,T,3C) =*/, const bf16* dout /*(B,T,C)*/, const bf16* qkv /*(B,T,3C)*/,
+                        const bf16* out /*(B,T,C)*/, const bf16* state /*(B,NH,T,T)*/, int B, int T, int C,
+                        int NH, const BlasContext& ctx, void* scratch, cudaStream_t stream);
+
+// ---- gelu.cu ------------------------------------------------------------------------------------
+void gelu_forward(bf16* out, const bf16* inp, size_t n, cudaStream_t stream);
+void gelu_backward(bf16* dinp /*=*/, const bf16* inp, const bf16* dout, size_t n, cudaStream_t stream);
+
+// ---- residual.cu ------------------------------------------------------------------------------
+void residual_forward(bf16* out, const bf16* a, const bf16* b, size_t n, cudaStream_t stream);
+void residual_backward(bf16* dstream /*+=*/, const bf16* dbranch, size_t n, cudaStream_t stream);
+
+// ---- classifier.cu ------------------------------------------------------------------------------
+// A target outside [0, V) yields a NaN loss (and no one-hot term) instead of reading out of bounds.
+void classifier_forward(float* losses /*(N)*/, const bf16* logits /*(N,Vp)*/, const int* targets /*(N)*/, int N,
+                        int V, int Vp, cudaStream_t stream);
+void classifier_backward(bf16* logits_to_dlogits /*(N,Vp)*/, float* losses /*(N)*/, const int* targets /*(N)*/,
+                         float dloss, int N, int V, int Vp, cudaStream_t stream);
+
+// ---- adamw.cu ---------------------------------------------------------------------------------
+void adamw_update(float* param, const float* grad, float* m, float* v, size_t n, const AdamWParams& hp,
+                  cudaStream_t stream);
+size_t sum_squares_scratch_bytes();
+// Waits for the stream (the result is a host value).
+double sum_squares(const float* x, size_t n, void* scratch, cudaStream_t stream);
+void accumulate_f32(float* y /*+=*/, const float* x, size_t n, cudaStream_t stream);
+
+}  // namespace gpt::cuda

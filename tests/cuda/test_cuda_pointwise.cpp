@@ -1,0 +1,187 @@
+// CUDA ops against their CPU twins: GELU, residual, classifier. Tolerances follow the derivation at the top
+// of test_cuda_ops.cpp (u = 2^-24, ub = 2^-8, acc(K) for K-term sums, bf16_out for one bf16 rounding).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "twin_util.h"
+
+namespace gpt::test {
+namespace {
+
+constexpr double kS2Pi = 0.7978845608028654;  // sqrt(2/pi)
+constexpr double kCubic = 0.044715;
+
+// Both twins compute gelu(x) = x * s, s = 1 / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3): u costs five
+// roundings of quantities <= sqrt(2/pi) (|x| + 0.044715 |x|^3), and s moves by ds/du = 2 s (1 - s) per unit of
+// u, plus 6u of its own (exp 4u, one addition, one division).
+struct GeluBound {
+  double s, ds;
+  explicit GeluBound(double x) {
+    const double u = kS2Pi * (x + kCubic * x * x * x);
+    const double du = 5 * kU * kS2Pi * (std::fabs(x) + kCubic * std::fabs(x * x * x));
+    s = 1.0 / (1.0 + std::exp(-2 * u));
+    ds = 2 * s * (1 - s) * du + 6 * kU * s;
+  }
+};
+
+TEST_F(CudaTwin, GeluForward) {
+  const size_t n = 5003;
+  Rng rng(201);
+  auto x = uniform_bf16(rng, n, -6, 6);
+  std::vector<double> ref(n), tc(n), tg(n);
+  for (size_t i = 0; i < n; i++) {
+    const double xi = x[i];
+    ref[i] = 0.5 * xi * (1 + std::tanh(kS2Pi * (xi + kCubic * xi * xi * xi)));  // the tanh form, independently
+    tc[i] = std::fabs(xi) * GeluBound(xi).ds + kU * std::fabs(ref[i]);
+    tg[i] = bf16_out(ref[i], tc[i]);
+  }
+  auto run = [&](Backend& be) {
+    DevBuf dx = upload_compute(be, x), out = poisoned_compute(be, n);
+    be.gelu_forward(out.get(), dx.get(), n);
+    return download_compute(be, out.get(), n);
+  };
+  expect_twins("gelu_forward", run(*gpu), run(*cpu), ref, tg, tc);
+}
+
+TEST_F(CudaTwin, GeluBackward) {
+  const size_t n = 5003;
+  Rng rng(202);
+  auto x = uniform_bf16(rng, n, -6, 6);
+  auto dout = uniform_bf16(rng, n, -1, 1);
+  std::vector<double> ref(n), tc(n), tg(n);
+  for (size_t i = 0; i < n; i++) {
+    const double xi = x[i];
+    const double t = std::tanh(kS2Pi * (xi + kCubic * xi * xi * xi));
+    const double dudx = kS2Pi * (1 + 3 * kCubic * xi * xi);
+    const double grad = 0.5 * (1 + t) + 0.5 * xi * (1 - t * t) * dudx;  // d/dx of the tanh form
+    ref[i] = dout[i] * grad;
+    // grad = s + T2, T2 = 2 x s (1 - s) du/dx: s(1 - s) moves by <= ds + 2u s, du/dx and the products 6u.
+    const GeluBound g(xi);
+    const double t2 = 2 * xi * g.s * (1 - g.s) * dudx;
+    const double e_t2 = 2 * std::fabs(xi) * dudx * (g.ds + 2 * kU * g.s) + 6 * kU * std::fabs(t2);
+    const double e_grad = g.ds + e_t2 + kU * (g.s + std::fabs(t2));
+    tc[i] = std::fabs(dout[i]) * e_grad + kU * std::fabs(ref[i]);
+    tg[i] = bf16_out(ref[i], tc[i]);
+  }
+  auto run = [&](Backend& be) {
+    DevBuf dx = upload_compute(be, x), dd = upload_compute(be, dout), o = poisoned_compute(be, n);
+    be.gelu_backward(o.get(), dx.get(), dd.get(), n);
+    return download_compute(be, o.get(), n);
+  };
+  expect_twins("gelu_backward", run(*gpu), run(*cpu), ref, tg, tc);
+}
+
+// One fp32 addition of two bf16 numbers; the GPU rounds the sum to bf16.
+void sum_bounds(const std::vector<float>& a, const std::vector<float>& b, std::vector<double>& ref,
+                std::vector<double>& tc, std::vector<double>& tg) {
+  ref.resize(a.size()), tc.resize(a.size()), tg.resize(a.size());
+  for (size_t i = 0; i < a.size(); i++) {
+    ref[i] = static_cast<double>(a[i]) + b[i];
+    tc[i] = kU * std::fabs(ref[i]);
+    tg[i] = bf16_out(ref[i], tc[i]);
+  }
+}
+
+TEST_F(CudaTwin, ResidualForward) {
+  const size_t n = 4099;
+  Rng rng(203);
+  auto a = uniform_bf16(rng, n, -3, 3), b = uniform_bf16(rng, n, -3, 3);
+  std::vector<double> ref, tc, tg;
+  sum_bounds(a, b, ref, tc, tg);
+  auto run = [&](Backend& be) {
+    DevBuf da = upload_compute(be, a), db = upload_compute(be, b), o = poisoned_compute(be, n);
+    be.residual_forward(o.get(), da.get(), db.get(), n);
+    return download_compute(be, o.get(), n);
+  };
+  expect_twins("residual_forward", run(*gpu), run(*cpu), ref, tg, tc);
+}
+
+TEST_F(CudaTwin, ResidualBackwardAccumulates) {
+  const size_t n = 4099;
+  Rng rng(204);
+  auto stream0 = uniform_bf16(rng, n, -3, 3), branch = uniform_bf16(rng, n, -3, 3);
+  std::vector<double> ref, tc, tg;
+  sum_bounds(stream0, branch, ref, tc, tg);
+  auto run = [&](Backend& be) {
+    DevBuf ds = upload_compute(be, stream0), db = upload_compute(be, branch);
+    be.residual_backward(ds.get(), db.get(), n);
+    return download_compute(be, ds.get(), n);
+  };
+  expect_twins("residual_backward", run(*gpu), run(*cpu), ref, tg, tc);
+}
+
+// ---- classifier -------------------------------------------------------------------------------------------
+// Per row: M = max x_j, S = sum_j exp(x_j - M) over j < V. Each exponential carries 4u plus u|x_j - M| (the
+// subtraction), S adds acc(V); log(S) moves by that relative error plus 4u |log S|, and the two additions
+// of the loss add u each. dlogits_j = dloss (p_j - [j == t]) with p_j = exp(x_j - M) / S.
+struct ClassifierCase {
+  int N = 13, V = 997, Vp = 1024;
+  float dloss = 1.0f / 13;
+  std::vector<float> logits;
+  std::vector<int> targets;
+  std::vector<double> loss, tloss, dl, tdl_c, tdl_g;
+
+  explicit ClassifierCase(uint64_t seed) {
+    Rng rng(seed);
+    logits = uniform_bf16(rng, static_cast<size_t>(N) * Vp, -4, 4);
+    for (int i = 0; i < N; i++)  // padding holds large values: any leak into the softmax shows at once
+      for (int j = V; j < Vp; j++) logits[static_cast<size_t>(i) * Vp + j] = 50.0f;
+    targets.resize(N);
+    for (auto& t : targets) t = static_cast<int>(rng.next_u64() % V);
+    targets[0] = 0, targets[1] = V - 1;
+    loss.resize(N), tloss.resize(N);
+    dl.assign(logits.size(), 0.0), tdl_c.assign(logits.size(), 0.0), tdl_g.assign(logits.size(), 0.0);
+    for (int i = 0; i < N; i++) reference_row(i);
+  }
+
+  void reference_row(int i) {
+    const float* x = &logits[static_cast<size_t>(i) * Vp];
+    const double M = *std::max_element(x, x + V);
+    double S = 0, e_max = 0;
+    for (int j = 0; j < V; j++)
+      S += std::exp(x[j] - M), e_max = std::max(e_max, 4 * kU + kU * std::fabs(x[j] - M));
+    const double eS = acc(V) + e_max, logS = std::log(S);
+    loss[i] = logS + M - x[targets[i]];
+    tloss[i] = eS + 4 * kU * std::fabs(logS) + kU * std::fabs(logS + M) + kU * std::fabs(loss[i]);
+    for (int j = 0; j < V; j++) {
+      const size_t k = static_cast<size_t>(i) * Vp + j;
+      const double p = std::exp(x[j] - M) / S, hot = j == targets[i] ? 1.0 : 0.0;
+      dl[k] = dloss * (p - hot);
+      const double ep = p * (4 * kU + kU * std::fabs(x[j] - M) + eS + 2 * kU);
+      tdl_c[k] = dloss * (ep + kU * std::fabs(p - hot)) + 2 * kU * std::fabs(dl[k]);
+      tdl_g[k] = bf16_out(dl[k], tdl_c[k]);
+    }  // padded columns: exactly 0 on both, bound 0
+  }
+};
+
+TEST_F(CudaTwin, ClassifierForward) {
+  ClassifierCase cc(205);
+  auto run = [&](Backend& be) {
+    DevBuf dl = upload_compute(be, cc.logits), dt = upload_ints(be, cc.targets);
+    DevBuf losses = poisoned_f32(be, cc.N);
+    be.classifier_forward(losses.f32(), dl.get(), dt.i32(), cc.N, cc.V, cc.Vp);
+    auto after = download_compute(be, dl.get(), cc.logits.size());
+    EXPECT_EQ(after, cc.logits) << be.name() << ": classifier_forward must leave the logits untouched";
+    return download_f32(be, losses.get(), cc.N);
+  };
+  expect_twins("classifier_forward losses", run(*gpu), run(*cpu), cc.loss, cc.tloss, cc.tloss);
+}
+
+TEST_F(CudaTwin, ClassifierBackwardInPlace) {
+  ClassifierCase cc(206);
+  std::vector<float> dl[2], losses[2];
+  Backend* bes[2] = {gpu.get(), cpu.get()};
+  for (int k = 0; k < 2; k++) {
+    Backend& be = *bes[k];
+    DevBuf d = upload_compute(be, cc.logits), dt = upload_ints(be, cc.targets), l = poisoned_f32(be, cc.N);
+    be.classifier_backward(d.get(), l.f32(), dt.i32(), cc.dloss, cc.N, cc.V, cc.Vp);
+    dl[k] = download_compute(be, d.get(), cc.logits.size());
+    losses[k] = download_f32(be, l.get(), cc.N);
+  }
+  expect_twins("classifier_backward dlogits", dl[0], dl[1], cc.dl, cc.tdl_g, cc.tdl_c);
+  expect_twins("classifier_backward losses", losses[0], losses[1], cc.loss, cc.tloss, cc.tloss);
+}
+
+}  // namespace
+}  // namespace gpt::test

@@ -1,0 +1,164 @@
+// Helpers for the CUDA-vs-CPU twin tests: bf16 rounding on the host, device buffers owned by a backend,
+// upload/download through the Backend interface only (so this compiles without CUDA), the error-bound
+// constants of the derivation in test_cuda_ops.cpp, and the three-way check (GPU vs reference, CPU vs
+// reference, GPU vs CPU) that names the worst element.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/rng.h"
+
+namespace gpt::test {
+
+constexpr double kU = 1.0 / 16777216.0;  // fp32 unit roundoff, 2^-24
+constexpr double kUb = 1.0 / 256.0;      // bf16 unit roundoff, 2^-8 (8 significant bits)
+
+// Bound on the error of a K-term fp32 sum in any order, relative to the sum of |terms|: gamma_K = K u / (1-K u)
+// for round-to-nearest; doubled to allow additions that truncate (tensor-core accumulators may).
+inline double acc(double K) { return 2.0 * K * kU / (1.0 - 2.0 * K * kU); }
+
+// The GPU writes its fp32 result (error e from the exact value ref) rounded to bf16 once.
+inline double bf16_out(double ref, double e) { return e + kUb * (std::fabs(ref) + e); }
+
+// Round to the nearest bf16 (ties to even), as __float2bfloat16_rn does; inputs here are finite.
+inline float round_bf16(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, 4);
+  b += 0x7fffu + ((b >> 16) & 1u);
+  b &= 0xffff0000u;
+  float y;
+  std::memcpy(&y, &b, 4);
+  return y;
+}
+
+// Uniform in [lo, hi), already rounded to bf16: both backends then see exactly the same inputs.
+inline std::vector<float> uniform_bf16(Rng& rng, size_t n, float lo, float hi) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = round_bf16(lo + (hi - lo) * rng.uniform());
+  return v;
+}
+inline std::vector<float> uniform_f32(Rng& rng, size_t n, float lo, float hi) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = lo + (hi - lo) * rng.uniform();
+  return v;
+}
+
+// A device buffer freed by its backend.
+class DevBuf {
+ public:
+  DevBuf(Backend& be, size_t bytes, MemCat cat = MemCat::activation) : be_(&be), p_(be.alloc(bytes, cat)) {}
+  DevBuf(DevBuf&& o) noexcept : be_(o.be_), p_(o.p_) { o.p_ = nullptr; }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  DevBuf& operator=(DevBuf&&) = delete;
+  ~DevBuf() {
+    if (p_) be_->free(p_);
+  }
+  void* get() const { return p_; }
+  float* f32() const { return static_cast<float*>(p_); }
+  int* i32() const { return static_cast<int*>(p_); }
+
+ private:
+  Backend* be_;
+  void* p_;
+};
+
+inline DevBuf upload_f32(Backend& be, const std::vector<float>& h) {
+  DevBuf d(be, h.size() * sizeof(float));
+  be.copy_h2d(d.get(), h.data(), h.size() * sizeof(float));
+  return d;
+}
+
+// Host fp32 values -> device buffer in the backend's compute dtype (via f32_to_compute).
+inline DevBuf upload_compute(Backend& be, const std::vector<float>& h) {
+  DevBuf tmp = upload_f32(be, h);
+  DevBuf d(be, h.size() * be.compute_size());
+  be.f32_to_compute(d.get(), tmp.f32(), h.size());
+  be.synchronize();
+  return d;
+}
+
+inline DevBuf upload_ints(Backend& be, const std::vector<int>& h) {
+  DevBuf d(be, h.size() * sizeof(int));
+  be.copy_h2d(d.get(), h.data(), h.size() * sizeof(int));
+  return d;
+}
+
+inline std::vector<float> download_f32(Backend& be, const void* p, size_t n) {
+  std::vector<float> h(n);
+  be.copy_d2h(h.data(), p, n * sizeof(float));
+  be.synchronize();
+  return h;
+}
+
+inline std::vector<float> download_compute(Backend& be, const void* p, size_t n) {
+  DevBuf tmp(be, n * sizeof(float));
+  be.compute_to_f32(tmp.f32(), p, n);
+  return download_f32(be, tmp.get(), n);
+}
+
+// An output buffer filled with NaN, so an element the op forgets to write fails the check.
+inline DevBuf poisoned_compute(Backend& be, size_t n) {
+  return upload_compute(be, std::vector<float>(n, std::numeric_limits<float>::quiet_NaN()));
+}
+inline DevBuf poisoned_f32(Backend& be, size_t n) {
+  return upload_f32(be, std::vector<float>(n, std::numeric_limits<float>::quiet_NaN()));
+}
+
+// |got - want| <= tol element-wise (NaN fails); one failure naming the worst element and the count.
+inline void expect_within(const std::string& what, const std::vector<float>& got,
+                          const std::vector<double>& want, const std::vector<double>& tol) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  ASSERT_EQ(tol.size(), want.size()) << what;
+  size_t bad = 0, worst = 0;
+  double worst_ratio = 0.0, max_ratio = 0.0;  // max_ratio: how much of the bound the passing elements use
+  for (size_t i = 0; i < got.size(); i++) {
+    const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+    const double ratio = tol[i] > 0 ? err / tol[i] : (err == 0 ? 0.0 : INFINITY);
+    if (!(err <= tol[i])) {
+      if (bad == 0 || !(ratio <= worst_ratio)) worst = i, worst_ratio = ratio;
+      bad++;
+    } else {
+      max_ratio = std::max(max_ratio, ratio);
+    }
+  }
+  std::printf("[  bound   ] %s: max |error| / bound = %.3g\n", what.c_str(), max_ratio);
+  if (bad > 0)
+    ADD_FAILURE() << what << ": " << bad << " of " << got.size() << " elements outside the bound; worst ["
+                  << worst << "] got " << got[worst] << ", expected " << want[worst] << ", bound "
+                  << tol[worst];
+}
+
+// The twin check: GPU vs reference (GPU bound), CPU vs reference (CPU bound), GPU vs CPU (sum of both).
+inline void expect_twins(const std::string& what, const std::vector<float>& gpu, const std::vector<float>& cpu,
+                         const std::vector<double>& ref, const std::vector<double>& tol_gpu,
+                         const std::vector<double>& tol_cpu) {
+  expect_within(what + " (cuda vs reference)", gpu, ref, tol_gpu);
+  expect_within(what + " (cpu vs reference)", cpu, ref, tol_cpu);
+  std::vector<double> cpu_d(cpu.begin(), cpu.end()), both(ref.size());
+  for (size_t i = 0; i < ref.size(); i++) both[i] = tol_gpu[i] + tol_cpu[i];
+  expect_within(what + " (cuda vs cpu)", gpu, cpu_d, both);
+}
+
+// Fixture: skips without a GPU, else holds one backend of each kind.
+class CudaTwin : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!gpt::cuda_available()) GTEST_SKIP() << "no CUDA GPU visible";
+    gpu = make_backend("cuda");
+    cpu = make_backend("cpu");
+  }
+  std::unique_ptr<Backend> gpu, cpu;
+};
+
+}  // namespace gpt::test
