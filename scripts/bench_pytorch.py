@@ -42,7 +42,7 @@ class Block(nn.Module):
         k = k.view(B, T, self.NH, hs).transpose(1, 2)
         v = v.view(B, T, self.NH, hs).transpose(1, 2)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # (B, NH, T, T)
-        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
         att = att.masked_fill(~causal, float("-inf")).softmax(dim=-1)
         return self.attproj((att @ v).transpose(1, 2).reshape(B, T, C))
 
@@ -65,7 +65,7 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets):
         T = idx.shape[1]
-        x = self.wte(idx) + self.wpe(torch.arange(T))  # (B, T, C)
+        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))  # (B, T, C)
         for blk in self.blocks:
             x = blk(x)
         logits = self.lnf(x) @ self.wte.weight.t()  # (B, T, Vp)
@@ -89,6 +89,8 @@ def parse_args():
     ap.add_argument("--grad-clip", type=float, default=1.0, help="0 disables")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="cuda: the GPU peer, bf16 autocast with fp32 master weights (like gpt's cuda backend)")
     a = ap.parse_args()
     if a.config not in PRESETS:
         ap.error(f"--config {a.config}: expected one of {' '.join(PRESETS)}")
@@ -104,23 +106,33 @@ def main():
     a = parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    model = GPT(a.L, a.NH, a.C, a.V, a.Vp, a.maxT)
+    if a.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("error: --device cuda: no CUDA GPU visible to torch")
+    dev = torch.device(a.device)
+    model = GPT(a.L, a.NH, a.C, a.V, a.Vp, a.maxT).to(dev)
     decay = [p for p in model.parameters() if p.dim() == 2]
     rest = [p for p in model.parameters() if p.dim() != 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
                              {"params": rest, "weight_decay": 0.0}], lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
-    idx = torch.randint(0, a.V, (a.B, a.T))
-    tgt = torch.randint(0, a.V, (a.B, a.T))
+    idx = torch.randint(0, a.V, (a.B, a.T), device=dev)
+    tgt = torch.randint(0, a.V, (a.B, a.T), device=dev)
+    sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
+    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if a.device == "cuda" else None
 
     times, loss = [], float("nan")
     for i in range(a.warmup + a.steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        out = model(idx, tgt)
+        if autocast:
+            with autocast():
+                out = model(idx, tgt)
+        else:
+            out = model(idx, tgt)
         out.backward()
         if a.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), a.grad_clip)
         opt.step()
+        sync()
         dt = time.perf_counter() - t0
         loss = out.item()
         if i >= a.warmup:
@@ -130,7 +142,7 @@ def main():
     tokens = a.B * a.T
     flops = (6 * n_params + 12 * a.L * a.C * a.T) * tokens  # nanoGPT/PaLM estimate per step
     med = statistics.median(times)
-    res = {"framework": f"pytorch {torch.__version__}", "config": a.config, "L": a.L, "NH": a.NH, "C": a.C,
+    res = {"framework": f"pytorch {torch.__version__}", "device": a.device, "config": a.config, "L": a.L, "NH": a.NH, "C": a.C,
            "V": a.V, "Vp": a.Vp, "maxT": a.maxT, "B": a.B, "T": a.T, "threads": torch.get_num_threads(),
            "params": n_params, "steps": a.steps, "warmup": a.warmup, "loss": loss,
            "ms_per_step": med * 1e3, "ms_min": min(times) * 1e3, "ms_max": max(times) * 1e3,
