@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "cli/bench_micro.h"
 #include "cli/commands.h"
 #include "cli/train_flags.h"
 #include "core/check.h"
@@ -112,8 +113,24 @@ int cmd_bench(int argc, char** argv, Communicator& world) {
     std::printf("usage: gpt bench --config d12 -B 4 -T 64 [--steps N] [--json] [--compare-levers] [train flags]\n"
                 "Times training steps on random tokens: ms/step (median), tokens/s, MFU, peak memory.\n"
                 "--compare-levers times baseline, recompute full/every:2/selective and offload optimizer/params\n"
-                "and prints each one's time and memory ratio against the baseline.\n%s%s",
+                "and prints each one's time and memory ratio against the baseline.\n"
+                "gpt bench --adamw N: host AdamW over N params against the memory-bandwidth limit\n"
+                "gpt bench --encode FILE: GPT-2 tokenizer encode MB/s (cold and warm cache)\n%s%s",
                 kModelFlagsHelp, kTrainFlagsHelp);
+    return 0;
+  }
+  if (f.has("--adamw")) {  // micro-benchmark: host AdamW vs memory bandwidth
+    const int64_t n = f.i64("--adamw", 0, 1024, (int64_t)1 << 34);
+    const bool json = f.on("--json");
+    f.finish();
+    bench_host_adamw(n, 5, json);
+    return 0;
+  }
+  if (f.has("--encode")) {  // micro-benchmark: GPT-2 tokenizer
+    const std::string path = f.str("--encode", ""), dir = f.str("--data-dir", "data");
+    const bool json = f.on("--json");
+    f.finish();
+    bench_encode(path, dir, json);
     return 0;
   }
   TrainOptions o = parse_train_flags(f, "d12");

@@ -143,7 +143,8 @@ DataLoader::DataLoader(const std::string& pattern, int B, int T, int rank, int w
     m.ntok.push_back(n);
   }
   m.ids_checked.assign(m.files.size(), false);
-  m.map_shard(0);
+  // every shard's ids are checked now, so a bad id is reported (file and offset) before training starts
+  for (int64_t s = (int64_t)m.files.size() - 1; s >= 0; s--) m.map_shard(s);
   guard.release();
 }
 

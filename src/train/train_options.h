@@ -32,6 +32,8 @@ struct TrainOptions {
   int val_batches = 8;             // --val-batches: batches per evaluation
   int sample_every = 0;            // --sample-every: print a sample every N steps (0: only at the end)
   int sample_tokens = 64;          // --sample-tokens: tokens per sample
+  float sample_temperature = 1.0f; // --temperature: sampling temperature for the samples (0 = greedy)
+  int sample_top_k = 0;            // --top-k: keep the k most likely tokens when sampling (0 = all)
   std::string tokenizer = "auto";  // --tokenizer byte|gpt2|auto (by vocab size) for decoding samples
   std::string data_dir = "data";   // --data-dir: where gpt2/ tokenizer files live
   std::string out_dir;             // --out: run directory (checkpoints, model.bin, metrics)

@@ -112,7 +112,7 @@ void Trainer::run() {
     }
     maybe_write_metrics(s, val);
     if (tokenizer_ && ((opt_.sample_every > 0 && s.step % opt_.sample_every == 0) || (last && opt_.sample_tokens > 0))) {
-      std::string text = sample({tokenizer_->eot_token()}, opt_.sample_tokens, 1.0f, 0, 1.0f);
+      std::string text = sample({tokenizer_->eot_token()}, opt_.sample_tokens, opt_.sample_temperature, opt_.sample_top_k, 1.0f);
       log_rank0(world_, "---- sample at step ", s.step, " ----\n", text, "\n----");
     }
     const bool stop = stop_requested();
