@@ -6,6 +6,7 @@ parameters (shaped like GPT-2 124M's tensors when N is 124M: wte, wpe and 12 blo
 measured in the same run. Run with Debian's torch: /usr/bin/python3 scripts/bench_adamw.py [--params N] [--json]
 """
 import argparse
+import os
 import json
 import statistics
 import time
@@ -34,6 +35,7 @@ def main():
     a = ap.parse_args()
     if a.params < 1000 or a.reps < 1:
         ap.error("--params >= 1000 and --reps >= 1")
+    torch.set_num_threads(os.cpu_count())
     params = [torch.nn.Parameter(t) for t in tensors_for(a.params)]
     for p in params:
         p.grad = torch.full_like(p, 0.001)
