@@ -13,6 +13,7 @@ struct Rng {
   explicit Rng(uint64_t seed = 1337) { reseed(seed); }
 
   void reseed(uint64_t seed) {
+    has_spare = 0;
     for (auto& w : s) {  // splitmix64
       seed += 0x9e3779b97f4a7c15ULL;
       uint64_t z = seed;
@@ -39,12 +40,22 @@ struct Rng {
   // Uniform in [0, 1) with 53 bits.
   double uniform_double() { return (next_u64() >> 11) * (1.0 / 9007199254740992.0); }
 
-  // Standard normal by Box-Muller (two uniforms per draw; simple and reproducible).
+  // Standard normal by Box-Muller: each pair of uniforms gives two draws (the second is kept for the next
+  // call, and is part of the state that save/restore carries).
   double normal() {
+    if (has_spare) {
+      has_spare = 0;
+      return spare;
+    }
     double u1 = uniform_double(), u2 = uniform_double();
     if (u1 < 1e-300) u1 = 1e-300;
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+    const double r = std::sqrt(-2.0 * std::log(u1)), a = 6.283185307179586 * u2;
+    spare = r * std::sin(a);
+    has_spare = 1;
+    return r * std::cos(a);
   }
+  double spare = 0;
+  uint64_t has_spare = 0;
 
  private:
   static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }

@@ -1,6 +1,6 @@
 // Sharded checkpoint files (see checkpoint.h). A rank file is:
 //   "GPTCKPT1" then int64 words: version, world, rank, group, strategy, L, NH, C, maxT, V, Vp, num_units,
-//   step, rng[4], data.shard, data.offset, bad_steps, then per unit: numel, padded, shard_numel,
+//   step, rng[4], data.shard, data.offset, bad_steps, rng has_spare, rng spare (bits), then per unit: numel, padded, shard_numel,
 //   shard_offset; then per unit its param, m and v shards as fp32 (shard_numel each).
 // manifest.txt: "gpt-checkpoint 1", "step S", "world N", then "file NAME BYTES CRC32" per rank.
 #include "train/checkpoint.h"
@@ -85,6 +85,8 @@ RankFile read_rank_header(const std::string& path) {
             h.config.num_layers, " layers");
   h.step = w[12];
   for (int i = 0; i < 4; i++) std::memcpy(&h.rng.s[i], &w[13 + i], 8);
+  h.rng.has_spare = (uint64_t)w[20];
+  std::memcpy(&h.rng.spare, &w[21], 8);
   h.data.shard = w[17], h.data.offset = w[18], h.bad_steps = w[19];
   GPT_CHECK(h.step >= 0 && h.data.shard >= 0 && h.data.offset >= 0, "checkpoint file ", path, ": negative progress fields");
   std::vector<int64_t> um((size_t)nu * 4);
@@ -205,6 +207,8 @@ std::string save_checkpoint(const std::string& run_dir, FsdpEngine& engine, cons
                                   c.padded_vocab_size, engine.num_units(), p.step, 0, 0, 0, 0,
                                   p.data.shard, p.data.offset, p.bad_steps, 0, 0};
     for (int i = 0; i < 4; i++) std::memcpy(&words[13 + i], &p.rng.s[i], 8);
+    words[20] = (int64_t)p.rng.has_spare;
+    std::memcpy(&words[21], &p.rng.spare, 8);
     w.write(words, sizeof words);
     for (int u = 0; u < engine.num_units(); u++) {
       const UnitShard& s = engine.unit(u);

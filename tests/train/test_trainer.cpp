@@ -170,7 +170,7 @@ TEST(Trainer, TinyShakespeareBeatsTheUnigramBaseline) {
   o.T = 64;
   o.steps = 250;
   o.lr = 5e-3f;
-  o.warmup = 10;
+  o.warmup = 25;
   o.device = "cpu";
   o.quiet = true;
   o.tokenizer = "none";

@@ -1,0 +1,210 @@
+// `gpt memplan`: the memory of a training run per rank, per domain and per ledger category, predicted
+// before launching it (src/plan/memplan.h), as a table or JSON. With --budget it names the largest model
+// of the depth family (and which presets) fit a per-rank device budget; with --zero-table it prints
+// ZeRO's Table 1 (arXiv 1910.02054) for 7.5B parameters beside our own accounting.
+#include <cstdio>
+#include <string>
+
+#include "backend/backend.h"
+#include "cli/flags.h"
+#include "cli/train_flags.h"
+#include "core/check.h"
+#include "dist/communicator.h"
+#include "plan/memplan.h"
+
+namespace gpt {
+namespace {
+
+const char* kMemplanHelp =
+    "usage: gpt memplan [--config d12 ...] [--world N] [sharding/recompute/offload flags] [-B N -T N]\n"
+    "                   [--device cpu|cuda] [--json] [--budget 24GiB | --zero-table]\n"
+    "Predicts one rank's memory ledger for a training step without running it: bytes per category\n"
+    "(param_shard grad_shard optim_state gathered_param gathered_grad activation workspace host_offload)\n"
+    "on the device and the host, and the peak totals. Every rank holds the same (shards are padded).\n"
+    "  --world N            ranks of the run (default: this launch's world size)\n"
+    "  --shard full|grad_op|none|hybrid  --shard-group G  --gather-slots K (2)  --no-sync\n"
+    "  --recompute none|full|every:K|selective   --offload none|optimizer|params\n"
+    "  -B N (4)  -T N (64)  per-rank micro-batch and sequence length\n"
+    "  --device cpu|cuda|auto   cpu = fp32 compute, cuda = bf16 compute (default cpu)\n"
+    "  --budget SIZE        per-rank device budget (24GiB, 80GB, 1e9): the largest model of the depth\n"
+    "                       family dL (L layers, L heads, C = 64L; vocab and seq-len from the flags) that fits\n"
+    "  --zero-table         ZeRO's Table 1 for Psi = 7.5e9 at N = 4, 16, 64, 1024, with our accounting\n"
+    "  --json               one JSON object instead of the table\n";
+
+std::string join_json(const MemBreakdown& b) {
+  std::string s = "{";
+  for (int c = 0; c < kMemCats; c++)
+    s += str(c ? ", " : "", "\"", memcat_name((MemCat)c), "\": ", b[c]);
+  return s + "}";
+}
+
+std::string describe_input(const MemPlanInput& in, const MemPlan& p) {
+  return str("ranks ", in.world, " | shard ", FsdpOptions::name(in.fsdp.strategy), " (group ", p.group,
+             ") | gather slots ", in.fsdp.gather_slots, in.fsdp.no_sync ? " | no-sync" : "", " | offload ",
+             FsdpOptions::name(in.fsdp.offload), " | recompute ", in.recompute.str(), " | B=", in.B, " T=", in.T,
+             " | compute ", dtype_name(in.compute), in.compute == DType::F32 ? " (cpu)" : " (cuda)");
+}
+
+std::string plan_table(const std::string& name, const MemPlanInput& in, const MemPlan& p) {
+  std::string out = str("model ", name, ": ", in.cfg.describe(), "\n", describe_input(in, p), "\n");
+  out += "per rank, peak over one training step (every rank holds the same bytes):\n";
+  char line[160];
+  std::snprintf(line, sizeof line, "  %-15s %18s %12s   %18s %12s\n", "category", "device bytes", "", "host bytes", "");
+  out += line;
+  for (int c = 0; c < kMemCats; c++) {
+    const int64_t d = p.at(MemDomain::device, (MemCat)c), h = p.at(MemDomain::host, (MemCat)c);
+    std::snprintf(line, sizeof line, "  %-15s %18lld %12s   %18lld %12s\n", memcat_name((MemCat)c), (long long)d,
+                  format_bytes(d).c_str(), (long long)h, format_bytes(h).c_str());
+    out += line;
+  }
+  std::snprintf(line, sizeof line, "  %-15s %18lld %12s   %18lld %12s\n", "peak total", (long long)p.device_peak,
+                format_bytes(p.device_peak).c_str(), (long long)p.host_peak, format_bytes(p.host_peak).c_str());
+  out += line;
+  out += str("model states: 16 bytes x ", p.shard_elems, " owned params = ", format_bytes(p.model_state_bytes()),
+             " (fp32 param + grad + Adam m + v; 16*Psi/G = ", format_bytes((int64_t)(16.0 * p.psi / p.group)), ")\n");
+  if (p.rotating_slots > 0)
+    out += str("gather slots: root (embed, ", p.root_padded, " elems) + ", p.rotating_slots, " x largest unit (",
+               p.max_padded, " elems) in ", dtype_name(in.compute), "\n");
+  return out;
+}
+
+std::string plan_json(const std::string& name, const MemPlanInput& in, const MemPlan& p) {
+  const GPTConfig& c = in.cfg;
+  return str("{\"config\": \"", name, "\", \"L\": ", c.num_layers, ", \"NH\": ", c.num_heads, ", \"C\": ", c.channels,
+             ", \"maxT\": ", c.max_seq_len, ", \"V\": ", c.vocab_size, ", \"Vp\": ", c.padded_vocab_size,
+             ", \"psi\": ", p.psi, ", \"world\": ", in.world, ", \"shard\": \"", FsdpOptions::name(in.fsdp.strategy),
+             "\", \"group\": ", p.group, ", \"gather_slots\": ", in.fsdp.gather_slots,
+             ", \"no_sync\": ", in.fsdp.no_sync ? "true" : "false", ", \"offload\": \"",
+             FsdpOptions::name(in.fsdp.offload), "\", \"recompute\": \"", in.recompute.str(), "\", \"B\": ", in.B,
+             ", \"T\": ", in.T, ", \"dtype\": \"", dtype_name(in.compute), "\", \"model_state_bytes\": ",
+             p.model_state_bytes(), ", \"device_bytes\": ", join_json(p.peak[(int)MemDomain::device]),
+             ", \"host_bytes\": ", join_json(p.peak[(int)MemDomain::host]), ", \"device_peak_bytes\": ", p.device_peak,
+             ", \"host_peak_bytes\": ", p.host_peak, "}\n");
+}
+
+std::string budget_report(int64_t budget, const MemPlanInput& shape, bool json) {
+  const ModelFit fit = largest_model_that_fits(budget, shape);
+  std::string presets_json, presets_text;
+  for (const char* name : {"d2", "d4", "d6", "d12", "d24", "d36", "d48"}) {
+    MemPlanInput in = shape;
+    GPTConfig c = preset_config(name);
+    c.vocab_size = shape.cfg.vocab_size;
+    c.max_seq_len = shape.cfg.max_seq_len;
+    c.finalize();
+    in.cfg = c;
+    const bool ok = in.recompute.mode != RecomputePolicy::Mode::every || in.recompute.every_k <= c.num_layers;
+    const int64_t need = ok ? plan_memory(in).device_peak : -1;
+    const bool fits = ok && need <= budget;
+    presets_json += str(presets_json.empty() ? "" : ", ", "{\"config\": \"", name, "\", \"device_peak_bytes\": ",
+                        need, ", \"fits\": ", fits ? "true" : "false", "}");
+    presets_text += str("  ", name, ": ", ok ? format_bytes(need) : std::string("n/a (every:K > layers)"),
+                        fits ? "  fits\n" : "  does not fit\n");
+  }
+  const std::string name = str("d", fit.depth);
+  MemPlanInput fit_in = shape;
+  fit_in.cfg = fit.cfg;
+  if (json) {
+    std::string largest = plan_json(name, fit_in, fit.plan);
+    largest.pop_back();  // its newline
+    return str("{\"budget_bytes\": ", budget, ", \"largest\": ", largest, ", \"presets\": [", presets_json, "]}\n");
+  }
+  std::string out = str("budget ", format_bytes(budget), " (", budget, " bytes) of device memory per rank\n");
+  out += str("largest model of the depth family dL (L layers, L heads, C = 64L) that fits: ", name, " (L=", fit.depth,
+             " NH=", fit.depth, " C=", fit.cfg.channels, ", ", fit.plan.psi, " params), device peak ",
+             format_bytes(fit.plan.device_peak), ", host peak ", format_bytes(fit.plan.host_peak), "\n");
+  if (fit.depth < kMaxFamilyDepth) {
+    MemPlanInput next = shape;
+    next.cfg = depth_family_config(fit.depth + 1, shape.cfg);
+    try {
+      out += str("  (d", fit.depth + 1, " would need ", format_bytes(plan_memory(next).device_peak), ")\n");
+    } catch (const Error&) {
+      out += str("  (d", fit.depth + 1, " is past 2^63 bytes)\n");
+    }
+  }
+  out += str("presets with ", describe_input(shape, fit.plan), ":\n", presets_text);
+  return out;
+}
+
+std::string zero_report(bool json) {
+  const double psi = 7.5e9, K = 12;
+  GPTConfig base;  // GPT-2 vocabulary and sequence length
+  base.finalize();
+  const int depth = closest_family_depth(psi, base);
+  MemPlanInput in;
+  in.cfg = depth_family_config(depth, base);
+  in.B = in.T = 1;
+  in.compute = DType::BF16;
+  std::string rows, out;
+  char line[200];
+  out = str("ZeRO Table 1 (arXiv 1910.02054): model-state memory per rank for Psi = 7.5e9, (2+2+K)*Psi with K = ",
+            K, "; GB = 1e9 bytes\n");
+  out += str("ours: fp32 Adam on CPU = 16*Psi/N (param 4 + grad 4 + m 4 + v 4); mixed precision on GPU per our engine ",
+             "= 16 bytes per owned param + bf16 gather slots (root + 2 x largest unit), for d", depth, " (Psi = ",
+             in.cfg.num_params(), "), --shard full\n");
+  std::snprintf(line, sizeof line, "%6s %9s %9s %9s %9s | %13s | %11s %9s %9s\n", "N", "baseline", "P_os",
+                "P_os+g", "P_os+g+p", "ours CPU f32", "ours GPU st", "+ slots", "= total");
+  out += line;
+  for (int N : {4, 16, 64, 1024}) {
+    const ZeroRow z = zero_table(psi, N, K);
+    in.world = N;
+    const MemPlan p = plan_memory(in);
+    const double states = (double)p.model_state_bytes(), slots = (double)p.at(MemDomain::device, MemCat::gathered_param);
+    const double cpu = 16 * psi / N;
+    std::snprintf(line, sizeof line, "%6d %9.2f %9.2f %9.2f %9.2f | %13.2f | %11.2f %9.2f %9.2f\n", N,
+                  z.baseline / 1e9, z.stage1 / 1e9, z.stage2 / 1e9, z.stage3 / 1e9, cpu / 1e9, states / 1e9,
+                  slots / 1e9, (states + slots) / 1e9);
+    out += line;
+    rows += str(rows.empty() ? "" : ", ", "{\"N\": ", N, ", \"baseline\": ", z.baseline, ", \"stage1\": ", z.stage1,
+                ", \"stage2\": ", z.stage2, ", \"stage3\": ", z.stage3, ", \"ours_cpu_f32\": ", cpu,
+                ", \"ours_gpu_states\": ", states, ", \"ours_gpu_gather_slots\": ", slots, "}");
+  }
+  if (json)
+    return str("{\"psi\": ", psi, ", \"K\": ", K, ", \"ours_model\": \"d", depth, "\", \"ours_psi\": ",
+               in.cfg.num_params(), ", \"rows\": [", rows, "]}\n");
+  return out;
+}
+
+}  // namespace
+
+int cmd_memplan(int argc, char** argv, Communicator& world) {
+  Flags f("memplan", argc, argv, {"--no-sync", "--json", "--zero-table"});
+  if (f.help()) {
+    if (world.rank() == 0) std::printf("%s%s", kMemplanHelp, kModelFlagsHelp);
+    return 0;
+  }
+  std::string name;
+  MemPlanInput in;
+  in.cfg = parse_model_flags(f, &name, "d12");
+  in.world = f.i32("--world", world.world(), 1, 1 << 20);
+  in.fsdp.strategy = FsdpOptions::parse_strategy(f.str("--shard", "full"));
+  in.fsdp.shard_group = f.i32("--shard-group", 0, 0, 1 << 20);
+  in.fsdp.gather_slots = f.i32("--gather-slots", 2, 1, 64);
+  in.fsdp.no_sync = f.on("--no-sync");
+  in.fsdp.offload = FsdpOptions::parse_offload(f.str("--offload", "none"));
+  in.recompute = RecomputePolicy::parse(f.str("--recompute", "none"));
+  in.B = f.i32("-B", 4, 1, 1 << 20);
+  in.T = f.i32("-T", 64, 1, 1 << 20);
+  std::string device = f.str("--device", "cpu");
+  GPT_CHECK(device == "cpu" || device == "cuda" || device == "auto", "--device: expected cpu, cuda or auto, got '",
+            device, "'");
+  if (device == "auto") device = cuda_available() ? "cuda" : "cpu";
+  in.compute = device == "cuda" ? DType::BF16 : DType::F32;
+  const bool json = f.on("--json"), zero = f.on("--zero-table");
+  const std::string budget = f.str("--budget", "");
+  f.finish();
+  GPT_CHECK(!(zero && !budget.empty()), "gpt memplan: --budget and --zero-table are separate reports, give one");
+  std::string out;
+  if (zero)
+    out = zero_report(json);
+  else if (!budget.empty())
+    out = budget_report(parse_byte_size(budget, "--budget"), in, json);
+  else
+    out = json ? plan_json(name, in, plan_memory(in)) : plan_table(name, in, plan_memory(in));
+  if (world.rank() == 0) {
+    std::fputs(out.c_str(), stdout);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace gpt

@@ -1,0 +1,98 @@
+// The analytic memory planner behind `gpt memplan`: it predicts, before a run is launched, the bytes one
+// rank's memory ledger will measure during a training step, per domain (device, host) and per category
+// (param_shard ... host_offload). It is a mirror of the allocation logic, not a model of it: every term
+// names the allocation it copies (FsdpEngine::allocate_states/allocate_pools, the Activations
+// constructor, the CUDA backend's workspace and scratch), so a change there must be mirrored here, and the
+// measured test (tests/fsdp/test_memplan_measured.cpp) fails when the two drift apart.
+//
+// Peaks: within a step nothing the ledger tracks is freed except the CUDA backend's scratch block, which
+// only grows and reaches its largest size after everything else is allocated. So each category's peak is
+// what is live at the end of the step, and each domain's peak total is the sum of its categories.
+// Every rank holds the same bytes: shards are padded so that every rank's slice has equal length.
+//
+// Two accountings of model states sit side by side:
+//  - ours (what the ledger reports): fp32 master 4 + grad 4 + Adam m 4 + v 4 = 16 bytes per sharded
+//    parameter, 16*sum_u ceil(psi_u/G) per rank, plus the gather slots in the compute dtype;
+//  - ZeRO's (arXiv 1910.02054, Table 1): (2 + 2 + K)*Psi with K = 12 for mixed-precision Adam (fp16
+//    params and grads, fp32 master, momentum and variance), split by stage over N ranks.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "backend/ledger.h"
+#include "core/dtype.h"
+#include "fsdp/options.h"
+#include "model/config.h"
+#include "model/recompute.h"
+
+namespace gpt {
+
+struct MemPlanInput {
+  GPTConfig cfg;              // the model (finalized: padded_vocab_size filled)
+  int world = 1;              // N: ranks of the run
+  FsdpOptions fsdp;           // --shard, --shard-group, --gather-slots, --no-sync, --offload
+  RecomputePolicy recompute;  // --recompute: which activations each block keeps
+  int B = 4, T = 64;          // per-rank micro-batch (sequences) and sequence length
+  DType compute = DType::F32; // compute dtype: F32 = the cpu backend, BF16 = the cuda backend
+};
+
+struct MemPlan {
+  std::array<MemBreakdown, kMemDomains> peak{};  // [domain][category]: bytes at the category's peak in a step
+  int64_t device_peak = 0;  // peak total of the device domain during a step
+  int64_t host_peak = 0;    // peak total of the host domain during a step
+  // The geometry behind the numbers (for reports and tests).
+  int group = 1;              // G: shard-group size (N for full/grad_op, 1 for none, --shard-group for hybrid)
+  int64_t psi = 0;            // Psi: parameters of the model, padded vocabulary included
+  int64_t shard_elems = 0;    // sum over units of ceil(psi_u / G): parameters this rank owns
+  int64_t root_padded = 0;    // embed unit padded to a multiple of G (the root gather slot)
+  int64_t max_padded = 0;     // largest other unit, padded (one rotating gather slot)
+  int rotating_slots = 0;     // rotating gather slots allocated (K; L+1 for grad_op; 0 when none are needed)
+
+  int64_t at(MemDomain d, MemCat c) const { return peak[(int)d][(int)c]; }
+  // fp32 param + grad + m + v shards, wherever they live: 16 bytes per owned parameter.
+  int64_t model_state_bytes() const { return 16 * shard_elems; }
+};
+
+// Checks the combination the way the engine, the model and `gpt train` would, with messages naming the
+// flag (--shard-group without hybrid, --world not divisible by --shard-group, every:K beyond the layers,
+// -T beyond --seq-len, ...). plan_memory() calls it first.
+void validate_plan_input(const MemPlanInput& in);
+// The per-rank prediction. Throws gpt::Error on an invalid input or sizes past 2^63 bytes.
+MemPlan plan_memory(const MemPlanInput& in);
+
+// The depth family searched by largest_model_that_fits: member dL has L layers, L heads of 64 channels,
+// C = 64*L (nanoGPT/llm.c's aspect ratio). It coincides with the presets d2, d4, d6 and d12; the GPT-2
+// medium/large/XL presets (d24, d36, d48) are narrower than the line and are reported beside it by the
+// CLI. Vocabulary and sequence length come from `base`.
+GPTConfig depth_family_config(int depth, const GPTConfig& base);
+constexpr int kMaxFamilyDepth = 1024;  // C = 65536, the largest width GPTConfig accepts
+
+struct ModelFit {
+  int depth = 0;    // L of the largest member that fits
+  GPTConfig cfg;    // its config
+  MemPlan plan;     // its plan
+};
+// The deepest member of the depth family (starting at d2, or at dK for --recompute every:K) whose device
+// peak per rank is at most budget_bytes, with everything but the model taken from `shape`. Throws
+// gpt::Error "--budget X: even the smallest model (d2 ...) needs Y" when none fits.
+ModelFit largest_model_that_fits(int64_t budget_bytes, const MemPlanInput& shape);
+
+// ZeRO's Table 1 row for Psi parameters at data-parallel degree N, in bytes per rank (K = 12):
+//   baseline (2+2+K)Psi, stage 1 (P_os) 4Psi + K*Psi/N, stage 2 (P_os+g) 2Psi + (2+K)Psi/N,
+//   stage 3 (P_os+g+p) (2+2+K)Psi/N.
+struct ZeroRow {
+  double baseline = 0, stage1 = 0, stage2 = 0, stage3 = 0;
+};
+ZeroRow zero_table(double psi, int N, double K = 12);
+// The depth-family member whose Psi (with base's vocabulary and sequence length) is closest to psi: the
+// concrete model our accounting is computed for beside ZeRO's (7.5e9 -> d53 with GPT-2's vocabulary).
+int closest_family_depth(double psi, const GPTConfig& base);
+
+// "24GiB", "1.5 GB", "512MiB", "2e9" (bytes): 1024-powers for KiB/MiB/GiB/TiB, 1000-powers for
+// KB/MB/GB/TB. Throws naming `flag` on anything else.
+int64_t parse_byte_size(const std::string& text, const std::string& flag);
+// "1.23 GiB", "512.00 MiB", "96 B".
+std::string format_bytes(int64_t bytes);
+
+}  // namespace gpt

@@ -1,0 +1,197 @@
+// The memory planner (src/plan/memplan.h) against the memory ledger of real sharded runs. For d2-, d4-
+// and d6-shaped models (their L, NH and C, with a byte vocabulary and seq-len 64 so a step is quick) at
+// this process's world size, under every strategy (hybrid with groups of 2 when the world size is even),
+// every recompute mode and every offload mode (d2 and d4: every combination; d6: every strategy x offload
+// with the recompute mode rotating), plus --gather-slots 3 and --no-sync with two micro-steps: build the
+// run, reset the ledger's peaks, take one training step, and require the measured peaks — device total,
+// host total, and every category in both domains — to EQUAL the plan, byte for byte (the planner mirrors
+// the allocations, so no tolerance is needed). The plan's geometry (Psi, owned parameters, slot sizes) is
+// checked against the Layout and the engine as well.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "core/check.h"
+#include "fsdp/fsdp_run.h"
+#include "fsdp/mpi_world.h"
+#include "plan/memplan.h"
+
+namespace gpt::test {
+namespace {
+
+struct Shape {
+  const char* name;
+  int L, NH, C;
+  int B, T;  // per-rank micro-batch for the sweep
+};
+// Step time is dominated by the parameters (gathers, reductions, AdamW), so the bigger shapes get small batches.
+constexpr Shape kShapes[] = {{"d2", 2, 2, 128, 2, 32}, {"d4", 4, 4, 256, 1, 32}, {"d6", 6, 6, 384, 1, 16}};
+
+GPTConfig shaped(const Shape& s) {
+  GPTConfig c;
+  c.num_layers = s.L;
+  c.num_heads = s.NH;
+  c.channels = s.C;
+  c.vocab_size = 257;
+  c.max_seq_len = 64;
+  c.finalize();
+  return c;
+}
+
+std::vector<ShardStrategy> strategies(int N) {
+  std::vector<ShardStrategy> v = {ShardStrategy::full, ShardStrategy::grad_op, ShardStrategy::none};
+  if (N % 2 == 0) v.push_back(ShardStrategy::hybrid);
+  return v;
+}
+
+const char* kRecompute[] = {"none", "full", "every:2", "selective"};
+const OffloadMode kOffload[] = {OffloadMode::none, OffloadMode::optimizer, OffloadMode::params};
+
+RunSpec spec_for(const GPTConfig& cfg, const FsdpOptions& fsdp, const RecomputePolicy& rc, int B, int T, int N,
+                 int accum) {
+  RunSpec s;
+  s.cfg = cfg;
+  s.fsdp = fsdp;
+  s.recompute = rc;
+  s.T = T;
+  s.accum = accum;
+  s.global_seqs = B * N * accum;  // ShardedRun gives each rank B = global_seqs / (accum * N)
+  return s;
+}
+
+MemPlanInput plan_input(const RunSpec& s, int B, int N) {
+  MemPlanInput in;
+  in.cfg = s.cfg;
+  in.world = N;
+  in.fsdp = s.fsdp;
+  in.recompute = s.recompute;
+  in.B = B;
+  in.T = s.T;
+  in.compute = DType::F32;
+  return in;
+}
+
+// One step from fresh peaks, then every peak the ledger measured must equal the plan.
+void expect_step_matches_plan(ShardedRun& run, const MemPlanInput& in, const std::string& what) {
+  MemoryLedger& led = run.be->ledger();
+  led.reset_peaks();
+  run.train_step();
+  const MemPlan p = plan_memory(in);
+  EXPECT_EQ(led.peak_total(MemDomain::device), p.device_peak) << what << "\n" << led.summary();
+  EXPECT_EQ(led.peak_total(MemDomain::host), p.host_peak) << what << "\n" << led.summary();
+  for (int d = 0; d < kMemDomains; d++) {
+    for (int c = 0; c < kMemCats; c++) {
+      EXPECT_EQ(led.peak((MemDomain)d, (MemCat)c), p.at((MemDomain)d, (MemCat)c))
+          << what << ": " << memdomain_name((MemDomain)d) << "/" << memcat_name((MemCat)c);
+    }
+  }
+}
+
+std::string label(const Shape& sh, const FsdpOptions& o, const RecomputePolicy& rc, int N) {
+  return str(sh.name, " N=", N, " shard=", FsdpOptions::name(o.strategy), " offload=", FsdpOptions::name(o.offload),
+             " recompute=", rc.str(), " slots=", o.gather_slots, o.no_sync ? " no-sync" : "");
+}
+
+FsdpOptions options(ShardStrategy st, OffloadMode off) {
+  FsdpOptions o;
+  o.strategy = st;
+  o.offload = off;
+  if (st == ShardStrategy::hybrid) o.shard_group = 2;
+  return o;
+}
+
+// The sweep for one shape, on ONE ShardedRun: its engine is rebuilt for each (strategy, offload) and its
+// model (which owns the activations) for each recompute policy, the old one freed first, so the ledger
+// sees exactly what a fresh run of that combination holds (the fresh-run test below checks that for d2).
+// The rebuilt engine's parameters stay at zero — memory does not depend on values — which keeps the sweep
+// to one initialisation per shape. With all_modes every (strategy, offload) cell runs every recompute
+// mode; without (d6, whose steps are the slow ones) each cell runs one mode, rotating over the cells so
+// that every mode runs, each strategy with three of the four (and, at even N, each offload with all four).
+void sweep_shape(const Shape& sh, bool all_modes) {
+  Communicator& w = world();
+  const int N = w.world();
+  const GPTConfig cfg = shaped(sh);
+  ShardedRun run(spec_for(cfg, options(ShardStrategy::full, OffloadMode::none), {}, sh.B, sh.T, N, 1), w);
+  int cell = 0;
+  for (ShardStrategy st : strategies(N)) {
+    for (OffloadMode off : kOffload) {
+      const FsdpOptions o = options(st, off);
+      run.model.reset();
+      run.engine.reset();
+      run.engine = std::make_unique<FsdpEngine>(*run.be, w, Layout(cfg), o);
+      run.engine->sync_device_copies();  // offload=optimizer: the device copies mirror the (zero) host shards
+      run.spec.fsdp = o;
+      for (int m = 0; m < 4; m++) {
+        if (!all_modes && m != cell % 4) continue;
+        const RecomputePolicy rc = RecomputePolicy::parse(kRecompute[m]);
+        run.model.reset();
+        run.model = std::make_unique<GPT>(*run.be, cfg, rc);
+        run.spec.recompute = rc;
+        expect_step_matches_plan(run, plan_input(run.spec, sh.B, N), label(sh, o, rc, N));
+      }
+      cell++;
+    }
+  }
+}
+
+TEST(MemPlanMeasured, D2ShapeEveryStrategyRecomputeAndOffload) { sweep_shape(kShapes[0], true); }
+TEST(MemPlanMeasured, D4ShapeEveryStrategyRecomputeAndOffload) { sweep_shape(kShapes[1], true); }
+TEST(MemPlanMeasured, D6ShapeEveryStrategyAndOffloadRotatingRecompute) { sweep_shape(kShapes[2], false); }
+
+// A fresh run per recompute mode (nothing reused), and the knobs the sweep keeps at their defaults:
+// three gather slots, and --no-sync with two micro-steps (persistent full-unit accumulators).
+TEST(MemPlanMeasured, FreshRunsGatherSlotsAndNoSync) {
+  Communicator& w = world();
+  const int N = w.world();
+  const Shape& sh = kShapes[0];
+  const GPTConfig cfg = shaped(sh);
+  for (const char* rc_name : kRecompute) {
+    const RecomputePolicy rc = RecomputePolicy::parse(rc_name);
+    FsdpOptions o = options(ShardStrategy::full, OffloadMode::none);
+    o.gather_slots = 3;
+    RunSpec spec = spec_for(cfg, o, rc, sh.B, sh.T, N, 1);
+    ShardedRun run(spec, w);
+    expect_step_matches_plan(run, plan_input(spec, sh.B, N), label(sh, o, rc, N));
+  }
+  for (ShardStrategy st : strategies(N)) {
+    for (OffloadMode off : {OffloadMode::none, OffloadMode::optimizer}) {
+      FsdpOptions o = options(st, off);
+      o.no_sync = true;
+      RunSpec spec = spec_for(cfg, o, RecomputePolicy::parse("every:2"), sh.B, sh.T, N, 2);
+      ShardedRun run(spec, w);
+      expect_step_matches_plan(run, plan_input(spec, sh.B, N), label(sh, o, spec.recompute, N));
+    }
+  }
+}
+
+// The plan's geometry is the engine's: Psi from the layout, owned parameters and model-state bytes from
+// the engine's shards, gather-slot bytes = root + K x largest other unit (padded).
+TEST(MemPlanMeasured, GeometryMatchesLayoutAndEngine) {
+  Communicator& w = world();
+  const int N = w.world();
+  for (ShardStrategy st : strategies(N)) {
+    const Shape& sh = kShapes[0];
+    RunSpec spec = spec_for(shaped(sh), options(st, OffloadMode::params), {}, sh.B, sh.T, N, 1);
+    ShardedRun run(spec, w);
+    const MemPlan p = plan_memory(plan_input(spec, sh.B, N));
+    const Layout& l = run.model->layout();
+    EXPECT_EQ(p.psi, l.total_numel());
+    EXPECT_EQ(p.psi, spec.cfg.num_params());
+    EXPECT_EQ(p.group, run.engine->shard_group_size());
+    int64_t owned = 0, max_padded = 0;
+    for (int u = 0; u < run.engine->num_units(); u++) {
+      owned += run.engine->unit(u).shard_numel;
+      if (u > 0) max_padded = std::max(max_padded, run.engine->unit(u).padded);
+    }
+    EXPECT_EQ(p.shard_elems, owned);
+    EXPECT_EQ(p.model_state_bytes(), run.engine->model_state_bytes());
+    EXPECT_EQ(p.root_padded, run.engine->unit(0).padded);
+    EXPECT_EQ(p.max_padded, max_padded);
+    const int64_t slots = st == ShardStrategy::grad_op ? l.num_units() - 1 : 2;
+    EXPECT_EQ(p.at(MemDomain::device, MemCat::gathered_param), 4 * (p.root_padded + slots * max_padded));
+  }
+}
+
+}  // namespace
+}  // namespace gpt::test

@@ -1,0 +1,331 @@
+// The memory planner without running anything: ZeRO's Table 1 (arXiv 1910.02054) from its closed forms
+// and from the paper's printed values, our own 16-bytes-per-owned-parameter accounting, a bf16 (cuda)
+// plan worked out by hand from the allocation sites, the budget search and its errors, byte-size parsing,
+// and `gpt memplan`'s flag errors and output. The plan against real runs' ledgers is in
+// tests/fsdp/test_memplan_measured.cpp.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "core/check.h"
+#include "dist/comm_world.h"
+#include "plan/memplan.h"
+
+namespace gpt {
+#include "cli/commands.h"
+}  // namespace gpt
+
+namespace gpt::test {
+namespace {
+
+constexpr double kPsi = 7.5e9;  // ZeRO's example model
+constexpr double GB = 1e9;
+
+TEST(ZeroTable, MatchesTheClosedFormsAtEveryDegree) {
+  for (int N : {1, 4, 16, 64, 1024}) {
+    const ZeroRow z = zero_table(kPsi, N);
+    EXPECT_DOUBLE_EQ(z.baseline, (2 + 2 + 12) * kPsi) << N;
+    EXPECT_DOUBLE_EQ(z.stage1, 4 * kPsi + 12 * kPsi / N) << N;
+    EXPECT_DOUBLE_EQ(z.stage2, 2 * kPsi + 14 * kPsi / N) << N;
+    EXPECT_DOUBLE_EQ(z.stage3, 16 * kPsi / N) << N;
+  }
+}
+
+TEST(ZeroTable, ReproducesThePapersRowForFourRanks) {
+  const ZeroRow z = zero_table(kPsi, 4);
+  EXPECT_DOUBLE_EQ(z.baseline / GB, 120.0);
+  EXPECT_DOUBLE_EQ(z.stage1 / GB, 52.5);
+  EXPECT_DOUBLE_EQ(z.stage2 / GB, 41.25);  // printed as 41.3
+  EXPECT_DOUBLE_EQ(z.stage3 / GB, 30.0);
+}
+
+// Table 1 as printed (GB, rounded to the digits shown): each value within half a unit of its last digit.
+TEST(ZeroTable, ReproducesThePapersPrintedColumns) {
+  struct Row { int N; double s1, s2, s3, s3_digit; };  // stages 1 and 2 are printed to 0.1
+  const Row rows[] = {{4, 52.5, 41.3, 30, 0.1}, {16, 35.6, 21.6, 7.5, 0.1}, {64, 31.4, 16.6, 1.88, 0.01},
+                      {1024, 30.1, 15.1, 0.12, 0.01}};
+  for (const Row& r : rows) {
+    const ZeroRow z = zero_table(kPsi, r.N);
+    EXPECT_NEAR(z.baseline / GB, 120, 1e-9) << r.N;
+    EXPECT_NEAR(z.stage1 / GB, r.s1, 0.05 + 1e-9) << r.N;
+    EXPECT_NEAR(z.stage2 / GB, r.s2, 0.05 + 1e-9) << r.N;
+    EXPECT_NEAR(z.stage3 / GB, r.s3, r.s3_digit / 2 + 1e-9) << r.N;
+  }
+}
+
+GPTConfig tiny(int L, int NH, int C) {
+  GPTConfig c;
+  c.num_layers = L;
+  c.num_heads = NH;
+  c.channels = C;
+  c.vocab_size = 257;
+  c.max_seq_len = 64;
+  c.finalize();
+  return c;
+}
+
+// Our accounting: 16 bytes (fp32 param, grad, m, v) per owned parameter, units padded to a multiple of G.
+TEST(MemPlanOurAccounting, SixteenBytesPerOwnedParameter) {
+  const GPTConfig c = tiny(3, 3, 96);
+  const int64_t C = 96, embed = 384 * C + 64 * C, block = 12 * C * C + 13 * C, head = 2 * C;
+  for (int N : {1, 2, 3, 4, 7}) {
+    MemPlanInput in;
+    in.cfg = c;
+    in.world = N;
+    const MemPlan p = plan_memory(in);
+    const int64_t owned = (embed + N - 1) / N + 3 * ((block + N - 1) / N) + (head + N - 1) / N;
+    EXPECT_EQ(p.psi, embed + 3 * block + head);
+    EXPECT_EQ(p.model_state_bytes(), 16 * owned) << N;
+    EXPECT_EQ(p.at(MemDomain::device, MemCat::param_shard) + p.at(MemDomain::device, MemCat::grad_shard) +
+                  p.at(MemDomain::device, MemCat::optim_state),
+              16 * owned)
+        << N;
+    EXPECT_LE(16.0 * p.psi / N, (double)p.model_state_bytes());
+    EXPECT_LT((double)p.model_state_bytes(), 16.0 * (p.psi / N + 5));  // padding: < 1 element per unit
+  }
+}
+
+// The depth family member nearest ZeRO's 7.5B with GPT-2's vocabulary: Psi(L) with C = 64L, by hand.
+TEST(MemPlanOurAccounting, ClosestFamilyMemberToSevenPointFiveBillion) {
+  GPTConfig base;
+  base.finalize();
+  auto psi = [](int64_t L) {
+    const int64_t C = 64 * L;
+    return 50304 * C + 1024 * C + L * (12 * C * C + 13 * C) + 2 * C;
+  };
+  EXPECT_EQ(depth_family_config(53, base).num_params(), psi(53));
+  EXPECT_EQ(closest_family_depth(kPsi, base), 53);
+  EXPECT_LT(std::abs(psi(53) - (int64_t)kPsi), std::abs(psi(52) - (int64_t)kPsi));
+  EXPECT_LT(std::abs(psi(53) - (int64_t)kPsi), std::abs(psi(54) - (int64_t)kPsi));
+}
+
+// A bf16 (cuda backend) plan worked out by hand from the allocation sites: d2-shaped (L2 NH2 C128,
+// V257 -> Vp384, maxT 64), 2 ranks, full shard, 2 gather slots, B=1, T=8.
+TEST(MemPlanBF16, HandComputedDeviceBytes) {
+  MemPlanInput in;
+  in.cfg = tiny(2, 2, 128);
+  in.world = 2;
+  in.B = 1;
+  in.T = 8;
+  in.compute = DType::BF16;
+  const MemPlan p = plan_memory(in);
+  // units: embed 384*128 + 64*128 = 57344, block 12*128^2 + 13*128 = 198272, head 256; all even, so
+  // shards 28672, 99136 (x2), 128: 227072 owned elements
+  EXPECT_EQ(p.at(MemDomain::device, MemCat::param_shard), 4 * 227072);
+  EXPECT_EQ(p.at(MemDomain::device, MemCat::grad_shard), 4 * 227072);
+  EXPECT_EQ(p.at(MemDomain::device, MemCat::optim_state), 8 * 227072);
+  // bf16 gather slots: root 57344 + 2 x 198272
+  EXPECT_EQ(p.at(MemDomain::device, MemCat::gathered_param), 2 * (57344 + 2 * 198272));
+  // grad slots: 3 full fp32 (57344 + 2 x 198272) + 3 fp32 reduce-scatter outputs (28672 + 2 x 99136)
+  EXPECT_EQ(p.at(MemDomain::device, MemCat::gathered_grad), 4 * (57344 + 2 * 198272) + 4 * (28672 + 2 * 99136));
+  // activations, N = 8 rows: per layer ln1 2048 + stats 64 + qkv 6144 + atty 2048 + probs 2*8*8*2 = 256 + res2
+  // 2048 + ln2 2048 + stats 64 + fch 8192 + gelu 8192 = 31104; fixed: resid 3*2048, lnf 2048 + 64, logits
+  // 8*384*2 = 6144, losses/inputs/targets 96, dres 2048, dwide 2*8192, dnarrow 2*2048
+  EXPECT_EQ(p.at(MemDomain::device, MemCat::activation),
+            2 * 31104 + 3 * 2048 + 2048 + 64 + 6144 + 96 + 2048 + 2 * 8192 + 2 * 2048);
+  // workspace: bf16 staging of the shard per slot (28672 + 2 x 99136), cuBLASLt 32 MiB, scratch = the fc
+  // bias-gradient partials 64 x 512 x 4 (beats layernorm 64 KiB and attention 15104 B)
+  EXPECT_EQ(p.at(MemDomain::device, MemCat::workspace), 2 * (28672 + 2 * 99136) + (32 << 20) + 64 * 512 * 4);
+  EXPECT_EQ(p.at(MemDomain::device, MemCat::host_offload), 0);
+  int64_t sum = 0;
+  for (int c = 0; c < kMemCats; c++) sum += p.at(MemDomain::device, (MemCat)c);
+  EXPECT_EQ(p.device_peak, sum);
+  EXPECT_EQ(p.host_peak, 0);
+}
+
+// Recompute and offload move bytes the way the modes say (bf16: the model states of offload go to the host).
+TEST(MemPlanBF16, OffloadMovesStatesToTheHost) {
+  MemPlanInput in;
+  in.cfg = tiny(2, 2, 128);
+  in.world = 2;
+  in.B = 1;
+  in.T = 8;
+  in.compute = DType::BF16;
+  const MemPlan on_device = plan_memory(in);
+  in.fsdp.offload = OffloadMode::params;
+  const MemPlan off = plan_memory(in);
+  EXPECT_EQ(off.at(MemDomain::host, MemCat::param_shard) + off.at(MemDomain::host, MemCat::grad_shard) +
+                off.at(MemDomain::host, MemCat::optim_state),
+            on_device.model_state_bytes());
+  EXPECT_EQ(off.at(MemDomain::device, MemCat::param_shard), 0);
+  // host: the three grad slots' fp32 reduce-scatter copies; device: each gather slot's fp32 H2D staging
+  EXPECT_EQ(off.at(MemDomain::host, MemCat::host_offload), 4 * (28672 + 2 * 99136));
+  EXPECT_EQ(off.at(MemDomain::device, MemCat::host_offload), 4 * (28672 + 2 * 99136));
+  EXPECT_LT(off.device_peak, on_device.device_peak);
+}
+
+void expect_error(const MemPlanInput& in, const std::string& needle) {
+  try {
+    plan_memory(in);
+    ADD_FAILURE() << "expected an error containing '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(MemPlanErrors, IncompatibleSettingsNameTheirFlag) {
+  MemPlanInput in;
+  in.cfg = tiny(4, 4, 128);
+  in.world = 4;
+  MemPlanInput a = in;
+  a.fsdp.shard_group = 2;  // without hybrid
+  expect_error(a, "--shard-group is only for --shard hybrid");
+  MemPlanInput b = in;
+  b.fsdp.strategy = ShardStrategy::hybrid;
+  expect_error(b, "--shard hybrid needs --shard-group");
+  b.fsdp.shard_group = 3;
+  expect_error(b, "--shard-group 3 must divide --world 4");
+  MemPlanInput c = in;
+  c.recompute = RecomputePolicy::parse("every:5");
+  expect_error(c, "--recompute every:5 exceeds the model's 4 layers");
+  MemPlanInput d = in;
+  d.T = 65;
+  expect_error(d, "-T 65 exceeds --seq-len 64");
+  MemPlanInput e = in;
+  e.fsdp.gather_slots = 0;
+  expect_error(e, "--gather-slots");
+  MemPlanInput f = in;
+  f.world = 0;
+  expect_error(f, "--world");
+}
+
+MemPlanInput small_shape() {
+  MemPlanInput in;
+  in.cfg.vocab_size = 257;
+  in.cfg.max_seq_len = 256;
+  in.cfg.finalize();
+  in.world = 4;
+  in.B = 2;
+  in.T = 256;
+  return in;
+}
+
+TEST(MemPlanBudget, LargestFamilyMemberIsTheLastThatFits) {
+  const MemPlanInput shape = small_shape();
+  auto need = [&](int L) {
+    MemPlanInput in = shape;
+    in.cfg = depth_family_config(L, shape.cfg);
+    return plan_memory(in).device_peak;
+  };
+  for (int L : {2, 5, 12, 20}) {
+    EXPECT_EQ(largest_model_that_fits(need(L), shape).depth, L);
+    EXPECT_EQ(largest_model_that_fits(need(L + 1) - 1, shape).depth, L);
+    const ModelFit fit = largest_model_that_fits(need(L), shape);
+    EXPECT_EQ(fit.cfg.channels, 64 * L);
+    EXPECT_EQ(fit.cfg.num_heads, L);
+    EXPECT_EQ(fit.plan.device_peak, need(L));
+  }
+  // every:K starts the family at dK
+  MemPlanInput every = shape;
+  every.recompute = RecomputePolicy::parse("every:4");
+  EXPECT_EQ(largest_model_that_fits(int64_t(1) << 50, every).depth >= 4, true);
+}
+
+TEST(MemPlanBudget, TooSmallForAnyModelSaysWhatTheSmallestNeeds) {
+  const MemPlanInput shape = small_shape();
+  MemPlanInput d2 = shape;
+  d2.cfg = depth_family_config(2, shape.cfg);
+  const int64_t need = plan_memory(d2).device_peak;
+  try {
+    largest_model_that_fits(need - 1, shape);
+    ADD_FAILURE() << "expected a budget error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("--budget"), std::string::npos) << m;
+    EXPECT_NE(m.find("even the smallest model (d2"), std::string::npos) << m;
+    EXPECT_NE(m.find(std::to_string(need)), std::string::npos) << m;
+  }
+}
+
+TEST(MemPlanByteSizes, UnitsAndErrors) {
+  EXPECT_EQ(parse_byte_size("24GiB", "--budget"), int64_t(24) << 30);
+  EXPECT_EQ(parse_byte_size("1.5GB", "--budget"), 1500000000);
+  EXPECT_EQ(parse_byte_size("512 MiB", "--budget"), int64_t(512) << 20);
+  EXPECT_EQ(parse_byte_size("80gb", "--budget"), 80000000000);
+  EXPECT_EQ(parse_byte_size("1000", "--budget"), 1000);
+  EXPECT_EQ(parse_byte_size("2e9", "--budget"), 2000000000);
+  EXPECT_EQ(parse_byte_size("3KB", "--budget"), 3000);
+  for (const char* bad : {"", "abc", "-1GB", "24XB", "1e30", "nan"}) EXPECT_THROW(parse_byte_size(bad, "--budget"), Error) << bad;
+  EXPECT_EQ(format_bytes(96), "96 B");
+  EXPECT_EQ(format_bytes(int64_t(3) << 29), "1.50 GiB");
+}
+
+// ---- the command ------------------------------------------------------------------------------------
+
+std::string run_cmd(std::vector<std::string> args) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  auto comm = make_single_communicator();
+  testing::internal::CaptureStdout();
+  try {
+    cmd_memplan((int)argv.size(), argv.data(), *comm);
+  } catch (...) {
+    testing::internal::GetCapturedStdout();
+    throw;
+  }
+  return testing::internal::GetCapturedStdout();
+}
+
+std::string cmd_error(const std::vector<std::string>& args) {
+  try {
+    run_cmd(args);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(MemPlanCommand, FlagErrorsNameTheFlag) {
+  EXPECT_NE(cmd_error({"--config", "d2", "--shard-group", "2"}).find("--shard-group is only for --shard hybrid"),
+            std::string::npos);
+  EXPECT_NE(cmd_error({"--world", "3", "--shard", "hybrid", "--shard-group", "2"}).find("must divide --world 3"),
+            std::string::npos);
+  EXPECT_NE(cmd_error({"--config", "d4", "--recompute", "every:5"}).find("every:5 exceeds the model's 4 layers"),
+            std::string::npos);
+  EXPECT_NE(cmd_error({"--config", "d2", "-T", "2048"}).find("-T 2048 exceeds --seq-len 1024"), std::string::npos);
+  EXPECT_NE(cmd_error({"--recompute", "sometimes"}).find("--recompute"), std::string::npos);
+  EXPECT_NE(cmd_error({"--device", "tpu"}).find("--device"), std::string::npos);
+  EXPECT_NE(cmd_error({"--budget", "lots"}).find("--budget"), std::string::npos);
+  EXPECT_NE(cmd_error({"--budget", "1GiB", "--zero-table"}).find("give one"), std::string::npos);
+  EXPECT_NE(cmd_error({"--frobnicate", "1"}).find("unknown flag --frobnicate"), std::string::npos);
+  const std::string tiny_budget = cmd_error({"--budget", "1MiB"});
+  EXPECT_NE(tiny_budget.find("--budget 1.00 MiB (1048576 bytes): even the smallest model (d2"), std::string::npos)
+      << tiny_budget;
+}
+
+TEST(MemPlanCommand, JsonCarriesThePlan) {
+  const std::string out = run_cmd({"--config", "d2", "--vocab", "257", "--seq-len", "64", "--world", "4", "--shard",
+                                   "hybrid", "--shard-group", "2", "--offload", "optimizer", "--recompute",
+                                   "selective", "-B", "2", "-T", "32", "--json"});
+  MemPlanInput in;
+  in.cfg = tiny(2, 2, 128);
+  in.world = 4;
+  in.fsdp.strategy = ShardStrategy::hybrid;
+  in.fsdp.shard_group = 2;
+  in.fsdp.offload = OffloadMode::optimizer;
+  in.recompute = RecomputePolicy::parse("selective");
+  in.B = 2;
+  in.T = 32;
+  const MemPlan p = plan_memory(in);
+  EXPECT_NE(out.find(str("\"device_peak_bytes\": ", p.device_peak)), std::string::npos) << out;
+  EXPECT_NE(out.find(str("\"host_peak_bytes\": ", p.host_peak)), std::string::npos) << out;
+  EXPECT_NE(out.find("\"group\": 2"), std::string::npos) << out;
+  EXPECT_EQ(out.front(), '{');
+}
+
+TEST(MemPlanCommand, TableBudgetAndZeroReports) {
+  const std::string table = run_cmd({"--config", "d12", "--world", "8"});
+  for (const char* word : {"param_shard", "gathered_param", "activation", "host_offload", "peak total"})
+    EXPECT_NE(table.find(word), std::string::npos) << word << "\n" << table;
+  const std::string budget = run_cmd({"--budget", "24GiB", "--world", "8", "-B", "8", "-T", "1024"});
+  EXPECT_NE(budget.find("largest model of the depth family"), std::string::npos) << budget;
+  EXPECT_NE(budget.find("d48:"), std::string::npos) << budget;
+  const std::string zero = run_cmd({"--zero-table"});
+  for (const char* v : {"120.00", "52.50", "41.25", "30.00", "35.6", "21.56", "7.50", "1.88", "0.12"})
+    EXPECT_NE(zero.find(v), std::string::npos) << v << "\n" << zero;
+}
+
+}  // namespace
+}  // namespace gpt::test
