@@ -13,10 +13,6 @@
 #include "dist/comm_world.h"
 #include "plan/memplan.h"
 
-namespace gpt {
-#include "cli/commands.h"
-}  // namespace gpt
-
 namespace gpt::test {
 namespace {
 
