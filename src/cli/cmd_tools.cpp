@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "core/check.h"
+#include "util/paths.h"
 #include "fsdp/engine.h"
 #include "io/data_loader.h"
 #include "io/model_file.h"
@@ -80,7 +81,7 @@ int cmd_sample(int argc, char** argv, Communicator& world) {
   sp.top_p = (float)f.f64("--top-p", 1.0, 1e-6, 1.0);
   Rng rng((uint64_t)f.i64("--seed", 1337, 0, INT64_MAX));
   std::string tk = f.str("--tokenizer", "auto");
-  const std::string data_dir = f.str("--data-dir", "data"), device = f.str("--device", "auto");
+  const std::string data_dir = f.str("--data-dir", default_data_dir()), device = f.str("--device", "auto");
   f.finish();
   LoadedModel m = load_for_inference(model_path, device, world);
   const int V = m.model->config().vocab_size;
@@ -113,7 +114,7 @@ int cmd_tokenize(int argc, char** argv, Communicator& world) {
   o.tokenizer = f.str("--tokenizer", "gpt2");
   o.val_fraction = f.f64("--val-fraction", 0.1, 0, 0.999999);
   o.shard_size = f.i64("--shard-size", 100000000, 1, 2147483647);
-  o.data_dir = f.str("--data-dir", "data");
+  o.data_dir = f.str("--data-dir", default_data_dir());
   o.force_progress = f.on("--progress");
   f.finish();
   prepare_dataset(o);

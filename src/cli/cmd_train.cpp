@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/train_flags.h"
 #include "core/check.h"
+#include "util/paths.h"
 #include "core/rng.h"
 #include "dist/collective_check.h"
 #include "io/data_loader.h"
@@ -127,7 +128,7 @@ int cmd_bench(int argc, char** argv, Communicator& world) {
     return 0;
   }
   if (f.has("--encode")) {  // micro-benchmark: GPT-2 tokenizer
-    const std::string path = f.str("--encode", ""), dir = f.str("--data-dir", "data");
+    const std::string path = f.str("--encode", ""), dir = f.str("--data-dir", default_data_dir());
     const bool json = f.on("--json");
     f.finish();
     bench_encode(path, dir, json);

@@ -2,6 +2,7 @@
 #include "cli/train_flags.h"
 
 #include "core/check.h"
+#include "util/paths.h"
 
 namespace gpt {
 
@@ -31,7 +32,7 @@ const char* kTrainFlagsHelp =
     "  --out DIR            run directory: checkpoints, model.bin     --resume   continue from the newest checkpoint\n"
     "  --init-from FILE     start from an llm.c model file            --save-every N (0 = at the end)  --keep K (2)\n"
     "  --val-every N  --val-batches N (8)  --sample-every N  --sample-tokens N (64)  --temperature F (1)  --top-k K (0)\n"
-    "  --tokenizer byte|gpt2|auto|none  --data-dir DIR (data)  --metrics FILE.jsonl  --trace FILE.json\n"
+    "  --tokenizer byte|gpt2|auto|none  --data-dir DIR (found next to the binary)  --metrics FILE.jsonl  --trace FILE.json\n"
     "  --peak-tflops F      peak for MFU (default: cuda 989 bf16 dense; cpu: measured sgemm)\n"
     "  --max-bad-steps N    consecutive non-finite steps before stopping (10)   --quiet\n";
 
@@ -85,7 +86,7 @@ TrainOptions parse_train_flags(Flags& f, const std::string& default_config) {
   o.sample_tokens = f.i32("--sample-tokens", 64, 0, 1 << 20);
   o.sample_temperature = (float)f.f64("--temperature", 1.0, 0, 100);
   o.sample_top_k = f.i32("--top-k", 0, 0, 1 << 24);
-  o.data_dir = f.str("--data-dir", "data");
+  o.data_dir = f.str("--data-dir", default_data_dir());
   o.out_dir = f.str("--out", "");
   o.save_every = f.i32("--save-every", 0, 0, 1 << 30);
   o.keep = f.i32("--keep", 2, 1, 1 << 20);
