@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Configures and builds into build/ (Release, -march=native unless GPT_PORTABLE=1). CUDA is built when
 # nvcc exists (set GPT_CUDA=OFF to skip it), MPI when OpenMPI is installed.
+#   scripts/build.sh [TARGET...]    (default: everything, tests included)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 args=(-G Ninja -DCMAKE_BUILD_TYPE=Release)
 [ "${GPT_PORTABLE:-0}" = 1 ] && args+=(-DGPT_PORTABLE=ON)
-[ -n "${GPT_CUDA:-}" ] && args+=(-DGPT_CUDA="$GPT_CUDA")
+args+=(-DGPT_CUDA="${GPT_CUDA:-AUTO}")
 cmake -S . -B "${BUILD_DIR:-build}" "${args[@]}" >/dev/null
-cmake --build "${BUILD_DIR:-build}" -j "$(nproc)"
+targets=()
+for t in "$@"; do targets+=(--target "$t"); done
+cmake --build "${BUILD_DIR:-build}" -j "$(nproc)" "${targets[@]}"
