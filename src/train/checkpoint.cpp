@@ -71,6 +71,8 @@ RankFile read_rank_header(const std::string& path) {
   GPT_CHECK(h.world >= 1 && h.world <= 1 << 20 && h.rank >= 0 && h.rank < h.world && h.group >= 1 &&
                 h.group <= h.world,
             "checkpoint file ", path, ": bad world/rank/group ", h.world, "/", h.rank, "/", h.group);
+  for (int i = 5; i <= 10; i++)
+    GPT_CHECK(w[i] >= 1 && w[i] <= (int64_t)1 << 30, "checkpoint file ", path, ": model dimension ", w[i], " out of range");
   h.config.num_layers = (int)w[5], h.config.num_heads = (int)w[6], h.config.channels = (int)w[7];
   h.config.max_seq_len = (int)w[8], h.config.vocab_size = (int)w[9];
   try {
