@@ -22,6 +22,9 @@ void Trainer::print_startup_report() {
   log_rank0(world_, "backend ", be_->name(), " | ranks ", N, " | shard ", FsdpOptions::name(opt_.fsdp.strategy),
             " (group ", engine_->shard_group_size(), ") | offload ", FsdpOptions::name(opt_.fsdp.offload),
             " | gather slots ", opt_.fsdp.gather_slots, opt_.fsdp.no_sync ? " | no-sync" : "");
+  log_rank0(world_, "MFU is measured against ", peak_flops_ / 1e12, " TFLOP/s per rank (",
+            opt_.peak_tflops > 0 ? "--peak-tflops" : be_->name() == "cuda" ? "H100/H200 bf16 dense" : "this CPU's measured fp32 sgemm",
+            ")");
   log_rank0(world_, "batch: B=", opt_.B, " T=", opt_.T, " x ", N, " ranks x ", accum_, " accumulation = ",
             opt_.total_batch, " tokens/step | lr ", opt_.lr, " warmup ", opt_.warmup, " | steps ", opt_.steps);
   // per-rank memory: each rank's ledger, collected on rank 0
