@@ -1,6 +1,8 @@
 // Atomic writes, whole-file reads, CRC-32 against its published check value, and glob ordering/errors.
 #include <gtest/gtest.h>
 
+#include "common/error_of.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -31,15 +33,7 @@ std::vector<std::string> dir_entries(const std::string& dir) {
   return names;
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const gpt::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using gpt::test::error_of;
 
 }  // namespace
 

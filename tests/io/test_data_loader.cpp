@@ -4,6 +4,8 @@
 // one-line error naming the file.
 #include <gtest/gtest.h>
 
+#include "common/error_of.h"
+
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -43,15 +45,7 @@ std::vector<uint16_t> make_tokens(int s, int64_t n) {
   return v;
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const gpt::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using gpt::test::error_of;
 
 struct Batch {
   std::vector<int> x, y;

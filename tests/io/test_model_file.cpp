@@ -3,6 +3,8 @@
 // exactly; save/load round-trips bit for bit; malformed headers are clean one-line errors naming the file.
 #include <gtest/gtest.h>
 
+#include "common/error_of.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -97,15 +99,7 @@ std::vector<std::vector<float>> expected_units(const Dims& d, const ValueFn& val
   return units;
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const gpt::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using gpt::test::error_of;
 
 gpt::GPTConfig small_config() {
   gpt::GPTConfig c;

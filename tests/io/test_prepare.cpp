@@ -4,6 +4,8 @@
 // its vocabulary files are present. Also the progress bar's text.
 #include <gtest/gtest.h>
 
+#include "common/error_of.h"
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -57,15 +59,7 @@ gpt::PrepareOptions byte_options(const std::string& input, const std::string& ou
   return o;
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const gpt::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using gpt::test::error_of;
 
 const char* kText = "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n";
 
