@@ -20,7 +20,7 @@ struct DataPosition {
 
 class DataLoader {
  public:
-  // pattern: glob of shard files. vocab_size > 0 checks every id < vocab_size when a shard is opened,
+  // pattern: glob of shard files. vocab_size > 0 checks every id < vocab_size of every shard up front,
   // failing with the file and token offset of the first bad id. Throws gpt::Error on any invalid shard
   // (missing, bad magic/version, size mismatch, too few tokens for one global micro-batch).
   DataLoader(const std::string& pattern, int B, int T, int rank = 0, int world = 1, int vocab_size = 0);
