@@ -14,8 +14,8 @@ if [ ! -f "$data/train_000000.bin" ]; then
   "$gpt" tokenize --tokenizer "$tok" --input data/tinyshakespeare/input.txt --out "$data"
 fi
 if [ "$tok" = byte ]; then
-  model=(--config d4 --n-layer 4 --d-model 256 --n-head 4 --seq-len 128 -T 128 -B 16 --lr 2e-3 --warmup 20)
-  steps="${STEPS:-600}"
+  model=(--config d4 --seq-len 128 -T 128 -B 12 --lr 2e-3 --warmup 20)
+  steps="${STEPS:-500}"
 else
   model=(--config d4 --seq-len 128 -T 128 -B 8 --lr 1e-3 --warmup 20)
   steps="${STEPS:-400}"
