@@ -18,8 +18,10 @@ namespace gpt {
 
 enum class ReduceOp { sum, avg };
 
-// Handle of an in-flight collective. wait() blocks until the result buffer is ready; a Work that is
-// destroyed without wait() waits in its destructor.
+// Handle of an in-flight collective. After wait() the result buffer is ready for what comes next: on CPU
+// ranks (MPI) wait() blocks the host until then; on GPU ranks (NCCL) it makes the compute stream wait, so
+// work queued on that stream afterwards sees the result without a host sync. A Work destroyed without
+// wait() waits in its destructor.
 class Work {
  public:
   virtual ~Work() = default;

@@ -7,6 +7,9 @@
 
 #include "core/check.h"
 #include "dist/collective_check.h"
+#ifdef GPT_WITH_NCCL
+#include "dist/comm_nccl.h"
+#endif
 #include "io/model_file.h"
 #include "train/config_hash.h"
 #include "util/log.h"
@@ -28,7 +31,16 @@ Trainer::Trainer(const TrainOptions& opt, Communicator& world) : opt_(opt), worl
   std::string device = opt_.device == "auto" ? (cuda_available() ? "cuda" : "cpu") : opt_.device;
   collective_check(world, "backend", [&] { be_ = make_backend(device); });
   model_ = std::make_unique<GPT>(*be_, cfg, opt_.recompute);
-  engine_ = std::make_unique<FsdpEngine>(*be_, world, model_->layout(), opt_.fsdp);
+  Communicator* engine_comm = &world;  // CPU ranks: MPI moves the shards
+  if (be_->name() == "cuda" && world.world() > 1) {
+#ifdef GPT_WITH_NCCL
+    device_comm_ = make_nccl_communicator(world, *be_);  // GPU ranks: NCCL, bootstrapped through MPI
+    engine_comm = device_comm_.get();
+#else
+    fail("--device cuda with ", world.world(), " ranks needs NCCL: rebuild with NCCL and MPI available");
+#endif
+  }
+  engine_ = std::make_unique<FsdpEngine>(*be_, *engine_comm, model_->layout(), opt_.fsdp);
   if (!opt_.train_pattern.empty()) {
     collective_check(world, "training data", [&] {
       try {

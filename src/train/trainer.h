@@ -64,6 +64,7 @@ class Trainer {
   TrainOptions opt_;
   Communicator& world_;
   std::unique_ptr<Backend> be_;
+  std::unique_ptr<Communicator> device_comm_;  // NCCL over the MPI world when GPU ranks train together
   std::unique_ptr<GPT> model_;
   std::unique_ptr<FsdpEngine> engine_;
   std::unique_ptr<DataLoader> train_loader_;

@@ -5,11 +5,12 @@
 // stream, so no op ever sees its scratch freed under it. Both blocks are tagged "workspace" in the ledger.
 //
 // Device choice: under mpirun (OMPI_COMM_WORLD_LOCAL_RANK set) rank r uses GPU r % count; otherwise the
-// current device.
+// current device. cuda_backend.h exposes the compute stream and that device to the NCCL communicator.
 #include <cstdlib>
 #include <memory>
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "cuda/ops.cuh"
 
 namespace gpt {
@@ -46,8 +47,8 @@ int pick_device() {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend() {
-    CUDA_CHECK(cudaSetDevice(pick_device()));
+  CudaBackend() : device_(pick_device()) {
+    CUDA_CHECK(cudaSetDevice(device_));
     CUDA_CHECK(cudaStreamCreate(&stream_));
     CUBLAS_CHECK(cublasLtCreate(&blas_.handle));
     blas_.workspace = alloc(kCublasWorkspaceBytes, MemCat::workspace);
@@ -62,6 +63,8 @@ class CudaBackend final : public Backend {
   }
 
   std::string name() const override { return "cuda"; }
+  cudaStream_t stream() const { return stream_; }
+  int device() const { return device_; }
   DType compute_dtype() const override { return DType::BF16; }
 
   void zero(void* p, size_t bytes) override {
@@ -218,6 +221,7 @@ class CudaBackend final : public Backend {
     cudaFree(p);
   }
 
+  int device_ = 0;
   cudaStream_t stream_ = nullptr;
   cuda::BlasContext blas_;
   void* scratch_ = nullptr;
@@ -237,5 +241,16 @@ bool cuda_device_visible() {
 }
 
 std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<CudaBackend>(); }
+
+namespace {
+CudaBackend& as_cuda(Backend& backend, const char* what) {
+  auto* cuda = dynamic_cast<CudaBackend*>(&backend);
+  GPT_CHECK(cuda, what, ": needs the cuda backend, got the ", backend.name(), " backend");
+  return *cuda;
+}
+}  // namespace
+
+cudaStream_t cuda_compute_stream(Backend& backend) { return as_cuda(backend, "cuda_compute_stream").stream(); }
+int cuda_backend_device(Backend& backend) { return as_cuda(backend, "cuda_backend_device").device(); }
 
 }  // namespace gpt

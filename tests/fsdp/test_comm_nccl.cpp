@@ -1,0 +1,356 @@
+// The NCCL communicator under mpiexec, one rank per GPU: every collective checked on device buffers against
+// values computed here in double precision from the rank-dependent inputs of all ranks (the same inputs as
+// test_comm.cpp's MPI checks), the ordering against the compute stream (inputs written by a kernel just
+// before the launch, results read by a kernel just after wait()), the ledger against the ring formulas
+// written out below, and split. It skips on every rank alike unless the build has NCCL and at least as
+// many GPUs are visible as there are ranks (at least 2): NCCL puts at most one rank on a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/check.h"
+#include "dist/collective_check.h"
+#include "fsdp/mpi_world.h"
+#ifdef GPT_WITH_NCCL
+#include <cuda_runtime.h>
+
+#include "dist/comm_nccl.h"
+#endif
+
+namespace gpt {
+namespace {
+
+using test::world;
+
+// Element i of rank q's input: distinct per rank and per index, exact in f32, sums exact too.
+float val(int q, size_t i) { return 1000.0f * q + static_cast<float>(i) + 0.5f; }
+
+// Closed-form ring volumes (bytes one rank sends), N = group size, s = element bytes.
+int64_t ag_bytes(int64_t c, int64_t s, int64_t n) { return c * s * (n - 1); }
+int64_t ar_bytes(int64_t c, int64_t s, int64_t n) { return 2 * c * s * (n - 1) / n; }
+
+// bf16 is the upper half of an f32: exact for the small integers used below.
+uint16_t bf16_bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return static_cast<uint16_t>(u >> 16);
+}
+float bf16_value(uint16_t b) {
+  uint32_t u = static_cast<uint32_t>(b) << 16;
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+// Why this rank cannot run the NCCL tests, or "" when it can.
+std::string local_skip_reason() {
+#ifdef GPT_WITH_NCCL
+  const int n = world().world();
+  if (n < 2) return "NCCL tests need at least 2 ranks";
+  if (!cuda_available()) return "no CUDA GPU is visible";
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) return "cudaGetDeviceCount failed";
+  if (count < n) return str(count, " GPUs visible for ", n, " ranks (NCCL needs one GPU per rank)");
+  return "";
+#else
+  return "this build has no NCCL";
+#endif
+}
+
+class NcclComm : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string mine = local_skip_reason();
+#ifdef GPT_WITH_NCCL
+    // every rank skips when any rank must (the NCCL bootstrap is collective)
+    if (world().all_reduce_max(mine.empty() ? 0.0 : 1.0) > 0) {
+      skip_ = mine.empty() ? "another rank cannot run the NCCL tests" : mine;
+      return;
+    }
+    try {
+      collective_check(world(), "cuda backend", [] { backend_ = make_backend("cuda"); });
+      comm_ = make_nccl_communicator(world(), *backend_);
+    } catch (const std::exception& e) {
+      setup_error_ = e.what();
+      comm_.reset();
+    }
+#else
+    skip_ = mine;
+#endif
+  }
+  static void TearDownTestSuite() {
+    comm_.reset();  // before the backend whose stream it uses
+    backend_.reset();
+  }
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    ASSERT_TRUE(comm_) << "NCCL communicator setup failed: " << setup_error_;
+  }
+
+  // A device buffer holding `host`, freed at scope exit.
+  struct DeviceBuf {
+    void* p = nullptr;
+    size_t bytes = 0;
+    ~DeviceBuf() {
+      if (p) backend_->free(p);
+    }
+  };
+  template <typename T>
+  static std::unique_ptr<DeviceBuf> upload(const std::vector<T>& host) {
+    auto d = std::make_unique<DeviceBuf>();
+    d->bytes = host.size() * sizeof(T);
+    d->p = backend_->alloc(d->bytes, MemCat::workspace);
+    backend_->copy_h2d(d->p, host.data(), d->bytes);
+    return d;
+  }
+  template <typename T>
+  static std::vector<T> download(const DeviceBuf& d) {
+    std::vector<T> host(d.bytes / sizeof(T));
+    backend_->copy_d2h(host.data(), d.p, d.bytes);
+    backend_->synchronize();
+    return host;
+  }
+
+  static std::unique_ptr<Backend> backend_;
+  static std::unique_ptr<Communicator> comm_;
+  static std::string skip_, setup_error_;
+};
+std::unique_ptr<Backend> NcclComm::backend_;
+std::unique_ptr<Communicator> NcclComm::comm_;
+std::string NcclComm::skip_;
+std::string NcclComm::setup_error_;
+
+TEST_F(NcclComm, MatchesWorld) {
+  EXPECT_EQ(comm_->name(), "nccl");
+  EXPECT_EQ(comm_->rank(), world().rank());
+  EXPECT_EQ(comm_->world(), world().world());
+}
+
+TEST_F(NcclComm, AllGather) {
+  const int n = comm_->world(), r = comm_->rank();
+  const size_t count = 5;
+  std::vector<float> in(count);  // (count)
+  for (size_t i = 0; i < count; ++i) in[i] = val(r, i);
+  auto d_in = upload(in);
+  auto d_out = upload(std::vector<float>(n * count, NAN));  // (N*count)
+  comm_->all_gather(d_out->p, d_in->p, count, DType::F32);
+  std::vector<float> out = download<float>(*d_out);
+  for (int q = 0; q < n; ++q)
+    for (size_t i = 0; i < count; ++i) EXPECT_EQ(out[q * count + i], val(q, i)) << "rank " << q << " i " << i;
+}
+
+TEST_F(NcclComm, AllGatherInPlaceBf16) {
+  const int n = comm_->world(), r = comm_->rank();
+  const size_t count = 3;
+  std::vector<uint16_t> buf(n * count, 0xffff);  // (N*count) bf16 bit patterns, only this rank's slice set
+  for (size_t i = 0; i < count; ++i) buf[r * count + i] = static_cast<uint16_t>(0x3f80 + 16 * r + i);
+  auto d = upload(buf);
+  comm_->all_gather(d->p, static_cast<uint16_t*>(d->p) + r * count, count, DType::BF16);
+  std::vector<uint16_t> out = download<uint16_t>(*d);
+  for (int q = 0; q < n; ++q)
+    for (size_t i = 0; i < count; ++i) EXPECT_EQ(out[q * count + i], 0x3f80 + 16 * q + i);
+}
+
+void check_reduce_scatter(Communicator& c, Backend& b, ReduceOp op) {
+  const int n = c.world(), r = c.rank();
+  const size_t count = 6;
+  std::vector<float> in(n * count);  // (N*count)
+  for (size_t j = 0; j < in.size(); ++j) in[j] = val(r, j);
+  void* d_in = b.alloc(in.size() * 4, MemCat::workspace);
+  void* d_out = b.alloc(count * 4, MemCat::workspace);  // (count)
+  b.copy_h2d(d_in, in.data(), in.size() * 4);
+  c.reduce_scatter(d_out, d_in, count, DType::F32, op);
+  std::vector<float> out(count);
+  b.copy_d2h(out.data(), d_out, count * 4);
+  b.synchronize();
+  for (size_t i = 0; i < count; ++i) {
+    double sum = 0;
+    for (int q = 0; q < n; ++q) sum += val(q, r * count + i);
+    double want = op == ReduceOp::avg ? sum / n : sum;
+    EXPECT_NEAR(out[i], want, 1e-6 * std::fabs(want)) << "i " << i;
+  }
+  b.free(d_in);
+  b.free(d_out);
+}
+
+TEST_F(NcclComm, ReduceScatterSum) { check_reduce_scatter(*comm_, *backend_, ReduceOp::sum); }
+TEST_F(NcclComm, ReduceScatterAvg) { check_reduce_scatter(*comm_, *backend_, ReduceOp::avg); }
+
+// bf16 reductions: small integers and their sums are exact in bf16; the mean may round a few times.
+TEST_F(NcclComm, ReduceScatterBf16) {
+  const int n = comm_->world(), r = comm_->rank();
+  const size_t count = 8;
+  std::vector<uint16_t> in(n * count);  // (N*count) bf16
+  for (size_t j = 0; j < in.size(); ++j) in[j] = bf16_bits(static_cast<float>((r + 1) * (j % 5)));
+  auto d_in = upload(in);
+  auto d_sum = upload(std::vector<uint16_t>(count));  // (count)
+  auto d_avg = upload(std::vector<uint16_t>(count));  // (count)
+  comm_->reduce_scatter(d_sum->p, d_in->p, count, DType::BF16, ReduceOp::sum);
+  comm_->reduce_scatter(d_avg->p, d_in->p, count, DType::BF16, ReduceOp::avg);
+  std::vector<uint16_t> sum = download<uint16_t>(*d_sum), avg = download<uint16_t>(*d_avg);
+  for (size_t i = 0; i < count; ++i) {
+    const double want = n * (n + 1) / 2.0 * ((r * count + i) % 5);
+    EXPECT_EQ(bf16_value(sum[i]), want) << "i " << i;
+    EXPECT_NEAR(bf16_value(avg[i]), want / n, std::ldexp(want / n, -6) + 1e-6) << "i " << i;
+  }
+}
+
+void check_all_reduce(Communicator& c, Backend& b, ReduceOp op) {
+  const int n = c.world(), r = c.rank();
+  const size_t count = 1001;
+  std::vector<float> buf(count);  // (count)
+  for (size_t i = 0; i < count; ++i) buf[i] = (r + 1.0f) * static_cast<float>(i % 97) - 0.25f * r;
+  void* d = b.alloc(count * 4, MemCat::workspace);
+  b.copy_h2d(d, buf.data(), count * 4);
+  c.all_reduce(d, count, DType::F32, op);
+  b.copy_d2h(buf.data(), d, count * 4);
+  b.synchronize();
+  b.free(d);
+  for (size_t i = 0; i < count; ++i) {
+    double sum = 0;
+    for (int q = 0; q < n; ++q) sum += (q + 1.0) * (i % 97) - 0.25 * q;
+    double want = op == ReduceOp::avg ? sum / n : sum;
+    EXPECT_NEAR(buf[i], want, 1e-6 * std::fabs(want) + 1e-6) << "i " << i;
+  }
+}
+
+TEST_F(NcclComm, AllReduceSum) { check_all_reduce(*comm_, *backend_, ReduceOp::sum); }
+TEST_F(NcclComm, AllReduceAvg) { check_all_reduce(*comm_, *backend_, ReduceOp::avg); }
+
+// No host synchronisation between the kernel that writes the input, the collective and the kernel that
+// reads the result: only the events order them. A large buffer makes a missing edge visible.
+TEST_F(NcclComm, OrderedWithComputeStream) {
+  const int n = comm_->world(), r = comm_->rank();
+  const size_t count = size_t(1) << 22;
+  auto d_buf = upload(std::vector<float>(count, static_cast<float>(r)));  // (count)
+  auto d_one = upload(std::vector<float>(count, 1.0f));                   // (count)
+  backend_->synchronize();
+  backend_->accumulate_f32(static_cast<float*>(d_buf->p), static_cast<float*>(d_one->p), count);  // r + 1
+  WorkPtr work = comm_->all_reduce_async(d_buf->p, count, DType::F32, ReduceOp::sum);
+  work->wait();
+  backend_->accumulate_f32(static_cast<float*>(d_buf->p), static_cast<float*>(d_one->p), count);  // + 1
+  std::vector<float> out = download<float>(*d_buf);
+  const float want = n * (n + 1) / 2.0f + 1.0f;
+  size_t wrong = 0;
+  for (float x : out) wrong += x != want;
+  EXPECT_EQ(wrong, 0u) << "first " << out[0] << " last " << out[count - 1] << " want " << want;
+}
+
+TEST_F(NcclComm, TwoCollectivesInFlight) {
+  const int n = comm_->world(), r = comm_->rank();
+  const size_t ca = 4, cb = 8;
+  std::vector<float> a_in(ca), b(cb);  // (ca), (cb)
+  for (size_t i = 0; i < ca; ++i) a_in[i] = val(r, i);
+  for (size_t i = 0; i < cb; ++i) b[i] = static_cast<float>(r + i);
+  auto d_a_in = upload(a_in);
+  auto d_a_out = upload(std::vector<float>(n * ca, NAN));  // (N*ca)
+  auto d_b = upload(b);
+  EXPECT_EQ(comm_->ledger().in_flight(), 0);
+  WorkPtr wa = comm_->all_gather_async(d_a_out->p, d_a_in->p, ca, DType::F32);
+  EXPECT_EQ(comm_->ledger().in_flight(), ag_bytes(ca, 4, n));
+  WorkPtr wb = comm_->all_reduce_async(d_b->p, cb, DType::F32, ReduceOp::sum);
+  EXPECT_EQ(comm_->ledger().in_flight(), ag_bytes(ca, 4, n) + ar_bytes(cb, 4, n));
+  wb->wait();
+  EXPECT_EQ(comm_->ledger().in_flight(), ag_bytes(ca, 4, n));
+  wa->wait();
+  wa->wait();  // a second wait is a no-op
+  EXPECT_EQ(comm_->ledger().in_flight(), 0);
+  std::vector<float> a_out = download<float>(*d_a_out), b_out = download<float>(*d_b);
+  for (size_t i = 0; i < cb; ++i) EXPECT_EQ(b_out[i], n * (n - 1) / 2.0 + n * static_cast<double>(i));
+  for (int q = 0; q < n; ++q)
+    for (size_t i = 0; i < ca; ++i) EXPECT_EQ(a_out[q * ca + i], val(q, i));
+}
+
+TEST_F(NcclComm, BroadcastFromEveryRoot) {
+  const int n = comm_->world(), r = comm_->rank();
+  for (int root = 0; root < n; ++root) {
+    std::vector<uint8_t> buf(37, 0);  // (37 bytes)
+    if (r == root)
+      for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<uint8_t>(7 * root + i);
+    auto d = upload(buf);
+    comm_->broadcast(d->p, buf.size(), root);
+    std::vector<uint8_t> out = download<uint8_t>(*d);
+    for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i], static_cast<uint8_t>(7 * root + i)) << root;
+  }
+}
+
+TEST_F(NcclComm, LedgerMatchesRingFormulas) {
+  const int n = comm_->world(), r = comm_->rank();
+  auto c = comm_->split(0, r);  // same ranks, fresh ledger
+  EXPECT_EQ(c->name(), "nccl");
+  const int64_t c_ag = 6, c_rs = 7, c_ar = 10, bcast = 9;
+  auto ag_in = upload(std::vector<uint16_t>(c_ag, 0x3f80));   // (c_ag) bf16
+  auto ag_out = upload(std::vector<uint16_t>(n * c_ag));      // (N*c_ag) bf16
+  auto rs_in = upload(std::vector<float>(n * c_rs, 1.0f));    // (N*c_rs)
+  auto rs_out = upload(std::vector<float>(c_rs));             // (c_rs)
+  auto ar = upload(std::vector<float>(c_ar, 1.0f));           // (c_ar)
+  auto bytes = upload(std::vector<uint8_t>(bcast, 3));        // (bcast bytes)
+  c->all_gather(ag_out->p, ag_in->p, c_ag, DType::BF16);
+  c->reduce_scatter(rs_out->p, rs_in->p, c_rs, DType::F32, ReduceOp::avg);
+  c->all_reduce(ar->p, c_ar, DType::F32, ReduceOp::sum);
+  c->broadcast(bytes->p, bcast, 0);
+  backend_->synchronize();
+  CommCounters t = c->ledger().total();
+  EXPECT_EQ(t.bytes_sent[int(CollKind::all_gather)], c_ag * 2 * (n - 1));
+  EXPECT_EQ(t.bytes_sent[int(CollKind::reduce_scatter)], c_rs * 4 * (n - 1));
+  EXPECT_EQ(t.bytes_sent[int(CollKind::all_reduce)], 2 * c_ar * 4 * (n - 1) / n);
+  EXPECT_EQ(t.bytes_sent[int(CollKind::broadcast)], bcast * (n - 1) / n);
+  for (int k = 0; k < kCollKinds; ++k) EXPECT_EQ(t.calls[k], 1) << collkind_name(CollKind(k));
+  EXPECT_EQ(c->ledger().in_flight(), 0);
+  // host-side helpers go through MPI and are not model traffic
+  EXPECT_DOUBLE_EQ(c->all_reduce_scalar(r + 1.0, ReduceOp::sum), n * (n + 1) / 2.0);
+  EXPECT_DOUBLE_EQ(c->all_reduce_scalar(r + 1.0, ReduceOp::avg), (n + 1) / 2.0);
+  EXPECT_DOUBLE_EQ(c->all_reduce_max(1.5 * r), 1.5 * (n - 1));
+  c->barrier();
+  EXPECT_EQ(c->ledger().total().total_sent(), t.total_sent());
+}
+
+// Hybrid groups: color = rank % 2. Group g holds global ranks g, g+2, ...
+TEST_F(NcclComm, SplitIntoParityGroups) {
+  const int n = comm_->world(), r = comm_->rank();
+  const int color = r % 2, gn = (n - color + 1) / 2;
+  auto g = comm_->split(color, r);
+  EXPECT_EQ(g->world(), gn);
+  EXPECT_EQ(g->rank(), r / 2);
+  const size_t count = 3;
+  std::vector<float> in(count);  // (count)
+  for (size_t i = 0; i < count; ++i) in[i] = val(r, i);
+  auto d_in = upload(in);
+  auto d_out = upload(std::vector<float>(gn * count, NAN));  // (gn*count)
+  auto d_sum = upload(in);                                    // (count)
+  g->all_gather(d_out->p, d_in->p, count, DType::F32);
+  g->all_reduce(d_sum->p, count, DType::F32, ReduceOp::sum);
+  std::vector<float> out = download<float>(*d_out), sum = download<float>(*d_sum);
+  for (int k = 0; k < gn; ++k)
+    for (size_t i = 0; i < count; ++i) EXPECT_EQ(out[k * count + i], val(color + 2 * k, i));
+  for (size_t i = 0; i < count; ++i) {
+    double want = 0;
+    for (int k = 0; k < gn; ++k) want += val(color + 2 * k, i);
+    EXPECT_EQ(sum[i], want);
+  }
+  EXPECT_EQ(g->ledger().total().bytes_sent[int(CollKind::all_gather)], ag_bytes(count, 4, gn));
+  EXPECT_EQ(g->ledger().total().bytes_sent[int(CollKind::all_reduce)], ar_bytes(count, 4, gn));
+  EXPECT_DOUBLE_EQ(g->all_reduce_scalar(1.0, ReduceOp::sum), gn);
+}
+
+// Argument errors are caught before any NCCL call, on every rank alike, and leave nothing in flight.
+TEST_F(NcclComm, ErrorsAreMessages) {
+  const int n = comm_->world(), r = comm_->rank();
+  auto d = upload(std::vector<float>(4 * n));  // (4N)
+  float* p = static_cast<float*>(d->p);
+  EXPECT_THROW(comm_->broadcast(p, 4, n), Error);
+  EXPECT_THROW(comm_->broadcast(p, 4, -1), Error);
+  EXPECT_THROW(comm_->split(-1, r), Error);
+  EXPECT_THROW(comm_->all_gather(p, p + r * 2 + 1, 2, DType::F32), Error);
+  EXPECT_THROW(comm_->reduce_scatter(p + 1, p, 2, DType::F32, ReduceOp::sum), Error);
+  EXPECT_EQ(comm_->ledger().in_flight(), 0);
+}
+
+}  // namespace
+}  // namespace gpt
