@@ -1,7 +1,10 @@
 // gpt: one binary, several subcommands. main() only dispatches and owns the single error exit: a
 // gpt::Error anywhere becomes "error: <one line>" and exit code 1; under MPI the other ranks are stopped
 // too, so no rank is left hanging in a collective.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -23,7 +26,18 @@ const char* kUsage =
 
 }  // namespace
 
+// OpenMP threads that spin while they wait turn a busy machine (another process on one of the cores)
+// into a 2-3x slowdown of every parallel region; passive waiting costs little when the machine is idle.
+// libgomp reads OMP_WAIT_POLICY when it loads, before main(), so the process re-executes itself once with
+// the variable set. A value the user set is kept.
+static void prefer_passive_openmp_waits(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY")) return;
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  execv("/proc/self/exe", argv);  // returns only on failure: then run with the default policy
+}
+
 int main(int argc, char** argv) {
+  prefer_passive_openmp_waits(argv);
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
