@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Smoke test of the measurement toolkit: runs every scaling script with --quick into a temporary folder
+# and checks that each wrote its CSV with a header and at least one data row, and its PNG and results.md;
+# also plots the memory timeline of a real 2-rank trace with scripts/plot_memory.py. Exits non-zero on
+# the first script that fails or leaves an empty CSV.
+#   usage: scripts/scaling/run_all_quick.sh [--gpt PATH]     (default build/gpt; GPT=PATH works too)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+gpt="${GPT:-build/gpt}"
+if [ "${1:-}" = "--gpt" ]; then
+  [ $# -ge 2 ] || { echo "run_all_quick.sh: error: --gpt needs a path" >&2; exit 2; }
+  gpt="$2"
+elif [ $# -gt 0 ]; then
+  echo "run_all_quick.sh: error: unknown argument '$1' (usage: run_all_quick.sh [--gpt PATH])" >&2
+  exit 2
+fi
+[ -x "$gpt" ] || { echo "run_all_quick.sh: error: --gpt $gpt: no executable there" >&2; exit 2; }
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+check_csv() {  # FILE: header + at least one row
+  local f="$1"
+  [ -s "$f" ] || { echo "FAIL: $f missing or empty" >&2; return 1; }
+  local lines
+  lines=$(grep -c . "$f")
+  [ "$lines" -ge 2 ] || { echo "FAIL: $f has a header but no rows" >&2; return 1; }
+  head -1 "$f" | grep -q , || { echo "FAIL: $f has no CSV header" >&2; return 1; }
+  echo "ok: $f ($((lines - 1)) rows)"
+}
+
+for name in zero_memory comm_volume levers loss_vs_size throughput; do
+  echo "== $name --quick"
+  start=$(date +%s)
+  if ! "$py" "scripts/scaling/$name.py" --gpt "$gpt" --out "$tmp/$name" --quick > "$tmp/$name.log" 2>&1; then
+    tail -20 "$tmp/$name.log" >&2
+    echo "FAIL: $name.py --quick exited non-zero" >&2
+    exit 1
+  fi
+  check_csv "$tmp/$name/$name.csv"
+  for f in "$name.png" results.md; do
+    [ -s "$tmp/$name/$f" ] || { echo "FAIL: $name wrote no $f" >&2; exit 1; }
+  done
+  echo "   $(( $(date +%s) - start )) s"
+done
+
+echo "== impossible configurations exit non-zero with a one-line message"
+expect_error() {  # COMMAND...: must exit non-zero with "error:" in its output, before running anything
+  if "$@" > "$tmp/bad.log" 2>&1; then
+    echo "FAIL: '$*' succeeded but should have been refused" >&2
+    exit 1
+  fi
+  grep -q "error:" "$tmp/bad.log" || { echo "FAIL: '$*' failed without an error message" >&2; exit 1; }
+  echo "ok: $(grep error: "$tmp/bad.log" | head -1)"
+}
+s=scripts/scaling
+expect_error "$py" $s/zero_memory.py --gpt "$gpt" --out "$tmp/bad" --ranks 1,16
+expect_error "$py" $s/zero_memory.py --gpt "$gpt" --out "$tmp/bad" --strategies hybrid --shard-group 3 --ranks 2,4
+expect_error "$py" $s/comm_volume.py --gpt "$gpt" --out "$tmp/bad" --configs d2,x7
+expect_error "$py" $s/throughput.py --gpt "$gpt" --out "$tmp/bad" --global-batch 8 --ranks 1,3
+expect_error "$py" $s/loss_vs_size.py --gpt "$gpt" --out "$tmp/bad" --tokens 1000 -B 8 -T 64
+expect_error "$py" $s/levers.py --gpt "$tmp/no_such_gpt" --out "$tmp/bad"
+expect_error "$py" scripts/plot_memory.py "$tmp/missing.json" --out "$tmp/bad.png"
+
+echo "== plot_memory.py on a 2-rank trace"
+"$gpt" tokenize --tokenizer byte --input data/tinyshakespeare/input.txt --out "$tmp/data" > /dev/null
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
+  mpiexec -n 2 --oversubscribe --bind-to none "$gpt" train --config d2 --tokenizer byte --seq-len 32 -B 2 -T 32 \
+  --steps 2 --train "$tmp/data/train_*.bin" --sample-tokens 0 --quiet --trace "$tmp/trace.json" > "$tmp/trace.log" 2>&1 \
+  || { tail -5 "$tmp/trace.log" >&2; echo "FAIL: 2-rank traced run" >&2; exit 1; }
+"$py" scripts/plot_memory.py "$tmp/trace.json" --out "$tmp/memory.png"
+[ -s "$tmp/memory.png" ] || { echo "FAIL: plot_memory.py wrote no PNG" >&2; exit 1; }
+echo "all quick scaling scripts passed"
