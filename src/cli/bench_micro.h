@@ -6,7 +6,8 @@
 
 namespace gpt {
 
-// Times cpu::adamw_update over n fp32 parameters and a triad-style bandwidth probe over the same bytes.
+// Times cpu::adamw_update over n fp32 parameters, and a probe that streams the same bytes (read p g m v,
+// write p m v) with no arithmetic: the floor of any one-pass AdamW on this machine.
 void bench_host_adamw(int64_t n, int reps, bool json);
 // Encodes a text file with the GPT-2 tokenizer: cold (empty cache) and warm MB/s.
 void bench_encode(const std::string& path, const std::string& data_dir, bool json);
