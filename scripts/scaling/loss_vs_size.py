@@ -163,7 +163,7 @@ def results_md(a, rows, fit, out):
               f"L ≈ {math.exp(log_a):.4g} · N^-{alpha:.4f}, R² = {r2:.3f}. Kaplan et al.: α_N ≈ {KAPLAN_ALPHA_N}.**", ""]
     else:
         L += ["Fit: fewer than two successful runs, no fit.", ""]
-    L += ["How this differs from Kaplan's regime, honestly: their α_N ≈ 0.076 is measured on WebText2 with BPE "
+    L += ["Why this is not Kaplan's regime: their α_N ≈ 0.076 is measured on WebText2 with BPE "
           "tokens, models from 768 to 1.5e9 non-embedding parameters trained on ~2e10 tokens (loss near "
           "convergence, early-stopped). Here the loss is in nats per *byte* on a 1 MB corpus, the models are "
           "tiny, and every model sees the same small budget, so the larger models are far from converged "
