@@ -20,18 +20,24 @@ namespace {
 
 constexpr int kRowsPerBlock = 8;  // warps per block in the softmax kernels
 
+// Element i of a (B,NH,T,hs) tensor -> its position in (B*T, stride) rows where head h owns columns
+// [h*hs, (h+1)*hs): both layout kernels below walk the same index map, in opposite directions.
+__device__ __forceinline__ size_t row_layout_index(size_t i, int stride, int T, int NH, int hs) {
+  const int d = static_cast<int>(i % hs);
+  const size_t bht = i / hs;
+  const int t = static_cast<int>(bht % T);
+  const size_t bh = bht / T;
+  const int h = static_cast<int>(bh % NH);
+  const size_t b = bh / NH;
+  return (b * T + t) * stride + static_cast<size_t>(h) * hs + d;
+}
+
 // dst (B,NH,T,hs) <- src rows of `src_stride` elements: dst[b,h,t,d] = src[(b*T+t)*src_stride + h*hs + d].
 __global__ void split_heads_kernel(bf16* dst, const bf16* src, int src_stride, int T, int NH, int hs,
                                    size_t total) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const int d = static_cast<int>(i % hs);
-    const size_t bht = i / hs;
-    const int t = static_cast<int>(bht % T);
-    const size_t bh = bht / T;
-    const int h = static_cast<int>(bh % NH);
-    const size_t b = bh / NH;
-    dst[i] = src[(b * T + t) * src_stride + static_cast<size_t>(h) * hs + d];
+    dst[i] = src[row_layout_index(i, src_stride, T, NH, hs)];
   }
 }
 
@@ -40,13 +46,7 @@ __global__ void merge_heads_kernel(bf16* dst, int dst_stride, const bf16* src, i
                                    size_t total) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const int d = static_cast<int>(i % hs);
-    const size_t bht = i / hs;
-    const int t = static_cast<int>(bht % T);
-    const size_t bh = bht / T;
-    const int h = static_cast<int>(bh % NH);
-    const size_t b = bh / NH;
-    dst[(b * T + t) * dst_stride + static_cast<size_t>(h) * hs + d] = src[i];
+    dst[row_layout_index(i, dst_stride, T, NH, hs)] = src[i];
   }
 }
 
