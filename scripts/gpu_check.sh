@@ -2,7 +2,8 @@
 # The check to run on a lent GPU machine (one H200: nvcc 13, CMake, ninja, python3 with torch; maybe no
 # OpenBLAS, GoogleTest or MPI). Stages, each under its own `timeout`, all within a budget of 8 minutes:
 #   info, configure (CUDA on, MPI off, sm_90), build, test_cuda (CUDA ops vs CPU twins), test_ops (CPU ops),
-#   bench_d12 / bench_d48_recompute / bench_d48_offload (`gpt bench --device cuda`), bench_pytorch (the peer),
+#   bench_d12 / bench_d12_fused (--attention fused) / bench_d48_recompute / bench_d48_offload
+#   (`gpt bench --device cuda`), bench_pytorch (the peer),
 #   sanitize (compute-sanitizer memcheck over the twin tests, with whatever time is left).
 # A failing stage is recorded and the next one still runs. Output: every stage's full output in
 # gpu_check.log and one summary object in gpu_check.json, under $OUT when it is set (the lent machine's
@@ -143,6 +144,7 @@ bench() {  # name, then gpt bench flags
   add_result "$name" "$(last_json "$name")"
 }
 bench bench_d12 --config d12 -B 16 -T 1024 --steps 20
+bench bench_d12_fused --config d12 -B 16 -T 1024 --steps 20 --attention fused
 bench bench_d48_recompute --config d48 -B 4 -T 1024 --recompute full
 bench bench_d48_offload --config d48 -B 4 -T 1024 --recompute full --offload optimizer
 

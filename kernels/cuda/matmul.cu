@@ -3,6 +3,9 @@
 // activations and fp32 for weight gradients (bf16 A/B with fp32 C/D is one of cuBLASLt's listed type
 // combinations for CUBLAS_COMPUTE_32F).
 //
+// Plans: the descriptors and the heuristic's algorithm depend only on a product's shape (gemm_key.h), so
+// each shape is planned once and cached in the BlasContext; a call sets only its pointers.
+//
 // Row-major to column-major. cuBLASLt is column-major: a row-major R x S matrix with row stride ld is, in
 // the same memory, the column-major S x R matrix (its transpose) with leading dimension ld. So the
 // row-major product C = op(A) @ op(B) (M x N) is computed as the column-major product
@@ -28,28 +31,32 @@ constexpr int kChunks = 64;   // row chunks of the bias-gradient reduction (fixe
 constexpr int kColTile = 32;  // columns per block
 constexpr int kRowThreads = 8;
 
-// Largest power of two (<= 256) dividing the address of every batch's matrix.
-uint32_t alignment_of(const void* p, long long stride_elems, size_t elem_bytes, int batch) {
-  uint64_t bits = reinterpret_cast<uintptr_t>(p);
-  if (batch > 1) bits |= static_cast<uint64_t>(stride_elems) * elem_bytes;
-  uint32_t a = 256;
-  while (a > 1 && (bits % a) != 0) a /= 2;
-  return a;
-}
-
-// Owns the cuBLASLt descriptors of one call, so an error path leaks nothing.
-struct LtCall {
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+// The preference of one heuristic query, destroyed on every path (an error included).
+struct LtPref {
   cublasLtMatmulPreference_t pref = nullptr;
-  ~LtCall() {
+  ~LtPref() {
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (d) cublasLtMatrixLayoutDestroy(d);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (op) cublasLtMatmulDescDestroy(op);
   }
 };
+
+// What g's plan depends on (gemm_key.h). Strides are ignored by a single product, so they are not keyed.
+GemmKey key_of(const GemmSpec& g) {
+  GemmKey k;
+  k.M = g.M, k.N = g.N, k.K = g.K;
+  k.lda = g.lda, k.ldb = g.ldb, k.ldc = g.ldc;
+  k.trans_a = g.trans_a, k.trans_b = g.trans_b;
+  k.batch = g.batch;
+  if (g.batch > 1) k.stride_a = g.stride_a, k.stride_b = g.stride_b, k.stride_c = g.stride_c;
+  k.c_f32 = g.c_f32;
+  k.bias = g.bias != nullptr;
+  k.beta_zero = g.beta == 0.0f;
+  const size_t c_bytes = g.c_f32 ? sizeof(float) : sizeof(bf16);
+  k.align_a = operand_alignment(reinterpret_cast<uintptr_t>(g.A), g.stride_a, sizeof(bf16), g.batch);
+  k.align_b = operand_alignment(reinterpret_cast<uintptr_t>(g.B), g.stride_b, sizeof(bf16), g.batch);
+  k.align_c = operand_alignment(reinterpret_cast<uintptr_t>(g.C), g.stride_c, c_bytes, g.batch);
+  k.align_bias = operand_alignment(reinterpret_cast<uintptr_t>(g.bias), 0, sizeof(bf16), 1);
+  return k;
+}
 
 void make_layout(cublasLtMatrixLayout_t* layout, cudaDataType_t type, uint64_t rows, uint64_t cols, int64_t ld,
                  int batch, long long stride) {
@@ -100,59 +107,88 @@ __global__ void bias_reduce_kernel(float* dbias, const float* partials, int OC) 
 
 }  // namespace
 
-void gemm(const BlasContext& ctx, const GemmSpec& g, cudaStream_t stream) {
-  GPT_CHECK(g.M > 0 && g.N > 0 && g.K > 0 && g.batch > 0, "cuda gemm: empty product M=", g.M, " N=", g.N,
-            " K=", g.K, " batch=", g.batch);
-  GPT_CHECK(!g.bias || (!g.c_f32 && g.batch == 1), "cuda gemm: a bias needs a bf16 output and batch 1");
+GemmPlan::GemmPlan(GemmPlan&& o) noexcept : op(o.op), a(o.a), b(o.b), d(o.d), algo(o.algo) {
+  o.op = nullptr;
+  o.a = o.b = o.d = nullptr;
+}
+
+GemmPlan::~GemmPlan() {  // no throwing in a destructor: statuses are ignored
+  if (d) cublasLtMatrixLayoutDestroy(d);
+  if (b) cublasLtMatrixLayoutDestroy(b);
+  if (a) cublasLtMatrixLayoutDestroy(a);
+  if (op) cublasLtMatmulDescDestroy(op);
+}
+
+namespace {
+
+// The descriptors of g's shape and the algorithm the heuristic picks for them (under the workspace limit
+// and the operands' real alignments, both in the key).
+GemmPlan make_plan(const BlasContext& ctx, const GemmSpec& g, const GemmKey& k) {
+  GemmPlan p;
   const cudaDataType_t c_type = g.c_f32 ? CUDA_R_32F : CUDA_R_16BF;
-  const size_t c_bytes = g.c_f32 ? sizeof(float) : sizeof(bf16);
-  LtCall call;
-  CUBLAS_CHECK(cublasLtMatmulDescCreate(&call.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t op1 = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt "A" is our B
   const cublasOperation_t op2 = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt "B" is our A
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_TRANSA, &op1, sizeof(op1)));
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_TRANSB, &op2, sizeof(op2)));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &op1, sizeof(op1)));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &op2, sizeof(op2)));
   if (g.bias) {
     const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;  // bias type defaults to D's type (bf16)
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
     CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
+        cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
   }
   if (g.trans_b)
-    make_layout(&call.a, CUDA_R_16BF, g.K, g.N, g.ldb, g.batch, g.stride_b);
+    make_layout(&p.a, CUDA_R_16BF, g.K, g.N, g.ldb, g.batch, g.stride_b);
   else
-    make_layout(&call.a, CUDA_R_16BF, g.N, g.K, g.ldb, g.batch, g.stride_b);
+    make_layout(&p.a, CUDA_R_16BF, g.N, g.K, g.ldb, g.batch, g.stride_b);
   if (g.trans_a)
-    make_layout(&call.b, CUDA_R_16BF, g.M, g.K, g.lda, g.batch, g.stride_a);
+    make_layout(&p.b, CUDA_R_16BF, g.M, g.K, g.lda, g.batch, g.stride_a);
   else
-    make_layout(&call.b, CUDA_R_16BF, g.K, g.M, g.lda, g.batch, g.stride_a);
-  make_layout(&call.d, c_type, g.N, g.M, g.ldc, g.batch, g.stride_c);
+    make_layout(&p.b, CUDA_R_16BF, g.K, g.M, g.lda, g.batch, g.stride_a);
+  make_layout(&p.d, c_type, g.N, g.M, g.ldc, g.batch, g.stride_c);
 
-  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&call.pref));
+  LtPref pref;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.pref));
   const uint64_t ws = ctx.workspace_bytes;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(call.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                                     sizeof(ws)));
   // The default assumes 256-byte aligned operands; say what ours really are.
-  const uint32_t align_c = alignment_of(g.C, g.stride_c, c_bytes, g.batch);
-  set_pref_alignment(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                     alignment_of(g.B, g.stride_b, sizeof(bf16), g.batch));
-  set_pref_alignment(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                     alignment_of(g.A, g.stride_a, sizeof(bf16), g.batch));
-  set_pref_alignment(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c);
-  set_pref_alignment(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c);
+  set_pref_alignment(pref.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, k.align_b);
+  set_pref_alignment(pref.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, k.align_a);
+  set_pref_alignment(pref.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, k.align_c);
+  set_pref_alignment(pref.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, k.align_c);
 
   cublasLtMatmulHeuristicResult_t heur{};
   int found = 0;
   // "No algorithm" comes back either as found == 0 or as CUBLAS_STATUS_NOT_SUPPORTED: name the product.
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.handle, call.op, call.a, call.b, call.d, call.d,
-                                                           call.pref, 1, &heur, &found);
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(ctx.handle, p.op, p.a, p.b, p.d, p.d, pref.pref, 1, &heur, &found);
   GPT_CHECK(st == CUBLAS_STATUS_SUCCESS && found > 0, "cuda gemm: cuBLASLt has no algorithm (",
             cublasLtGetStatusName(st), ") for M=", g.M, " N=", g.N, " K=", g.K, " lda=", g.lda, " ldb=", g.ldb,
             " ldc=", g.ldc, " batch=", g.batch, " trans_a=", g.trans_a, " trans_b=", g.trans_b,
             " fp32_out=", g.c_f32, " bias=", g.bias != nullptr);
+  p.algo = heur.algo;
+  return p;
+}
+
+}  // namespace
+
+// Plans a shape on its first call; afterwards only the per-call pointers change. Calls come from one host
+// thread (the backend's), so the cache needs no lock. The descriptors are read when the product is
+// enqueued, so updating the bias pointer for the next call cannot affect a product still in flight.
+void gemm(const BlasContext& ctx, const GemmSpec& g, cudaStream_t stream) {
+  GPT_CHECK(g.M > 0 && g.N > 0 && g.K > 0 && g.batch > 0, "cuda gemm: empty product M=", g.M, " N=", g.N,
+            " K=", g.K, " batch=", g.batch);
+  GPT_CHECK(!g.bias || (!g.c_f32 && g.batch == 1), "cuda gemm: a bias needs a bf16 output and batch 1");
+  const GemmKey key = key_of(g);
+  auto it = ctx.plans.find(key);
+  if (it == ctx.plans.end()) it = ctx.plans.emplace(key, make_plan(ctx, g, key)).first;
+  const GemmPlan& p = it->second;
+  if (g.bias)
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
   // C and D are the same buffer with the same layout (in place); with beta 0 C is not read.
-  CUBLAS_CHECK(cublasLtMatmul(ctx.handle, call.op, &g.alpha, g.B, call.a, g.A, call.b, &g.beta, g.C, call.d,
-                              g.C, call.d, &heur.algo, ctx.workspace, ctx.workspace_bytes, stream));
+  CUBLAS_CHECK(cublasLtMatmul(ctx.handle, p.op, &g.alpha, g.B, p.a, g.A, p.b, &g.beta, g.C, p.d, g.C, p.d,
+                              &p.algo, ctx.workspace, ctx.workspace_bytes, stream));
 }
 
 void matmul_forward(bf16* out, const bf16* inp, const bf16* w, const bf16* bias, int N, int C, int OC,

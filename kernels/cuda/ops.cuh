@@ -7,17 +7,36 @@
 // receives a device block at least that long; the content need not survive between calls.
 #pragma once
 #include <cstddef>
+#include <unordered_map>
 
 #include "backend/backend.h"
 #include "common.cuh"
+#include "gemm_key.h"
 
 namespace gpt::cuda {
 
-// cuBLASLt handle and its workspace, created once per backend.
+// One planned product (matmul.cu): the cuBLASLt descriptors of its shape and the algorithm the heuristic
+// chose for them. Owns the descriptors (move-only); pointers, including the bias, are set per call.
+struct GemmPlan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  GemmPlan() = default;
+  GemmPlan(GemmPlan&& o) noexcept;
+  GemmPlan(const GemmPlan&) = delete;
+  GemmPlan& operator=(const GemmPlan&) = delete;
+  GemmPlan& operator=(GemmPlan&&) = delete;
+  ~GemmPlan();
+};
+
+// cuBLASLt handle and its workspace, created once per backend, and the plans of the products run so far
+// (one per GemmKey, filled on first use: the heuristic runs once per shape, not once per call). The plans
+// are a cache, hence mutable; the backend clears them before destroying the handle.
 struct BlasContext {
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+  mutable std::unordered_map<GemmKey, GemmPlan, GemmKeyHash> plans;
 };
 
 // One (optionally batched) product written in ROW-MAJOR terms:
@@ -81,6 +100,18 @@ void attention_forward(bf16* out /*(B,T,C)*/, bf16* state /*(B,NH,T,T)*/, const 
 void attention_backward(bf16* dqkv /*(B,T,3C) =*/, const bf16* dout /*(B,T,C)*/, const bf16* qkv /*(B,T,3C)*/,
                         const bf16* out /*(B,T,C)*/, const bf16* state /*(B,NH,T,T)*/, int B, int T, int C,
                         int NH, const BlasContext& ctx, void* scratch, cudaStream_t stream);
+
+// ---- attention_fused.cu -------------------------------------------------------------------------
+// The fused (flash-style) path of the same op: state is the row log-sum-exp (B,NH,T) fp32, scratch the
+// softmax-gradient row terms (B,NH,T) fp32. Head sizes 32 and 64 (every GPT-2 preset has 64).
+bool fused_attention_supports(int C, int NH);
+size_t fused_attention_state_bytes(int B, int T, int NH);
+size_t fused_attention_scratch_bytes(int B, int T, int NH);
+void fused_attention_forward(bf16* out /*(B,T,C)*/, float* lse /*(B,NH,T)*/, const bf16* qkv /*(B,T,3C)*/, int B,
+                             int T, int C, int NH, cudaStream_t stream);
+void fused_attention_backward(bf16* dqkv /*(B,T,3C) =*/, const bf16* dout /*(B,T,C)*/, const bf16* qkv /*(B,T,3C)*/,
+                              const bf16* out /*(B,T,C)*/, const float* lse /*(B,NH,T)*/, int B, int T, int C,
+                              int NH, void* scratch, cudaStream_t stream);
 
 // ---- gelu.cu ------------------------------------------------------------------------------------
 void gelu_forward(bf16* out, const bf16* inp, size_t n, cudaStream_t stream);

@@ -33,6 +33,20 @@ void Backend::free_host(void* p) {
   raw_free_host(p);
 }
 
+uint64_t Backend::copy_h2d_async(void* dst, const void* src, size_t bytes) {
+  copy_h2d(dst, src, bytes);
+  return 0;
+}
+
+uint64_t Backend::copy_d2h_async(void* dst, const void* src, size_t bytes) {
+  copy_d2h(dst, src, bytes);
+  return 0;
+}
+
+void Backend::set_fused_attention(bool fused) {
+  GPT_CHECK(!fused, "--attention fused: the ", name(), " backend has only the simple path (use --device cuda)");
+}
+
 std::unique_ptr<Backend> make_cpu_backend();
 #ifdef GPT_WITH_CUDA
 std::unique_ptr<Backend> make_cuda_backend();

@@ -48,15 +48,33 @@ class Backend {
   void free(void* p);       // device-domain pointer from alloc()
   void free_host(void* p);  // host-domain pointer from alloc_host()
   MemoryLedger& ledger() { return ledger_; }
+  // Reserves the scratch that ops with temporaries need for the largest shapes a model runs (attention at
+  // B, T, C, NH; layernorm backward over B*T rows of C; the bias gradient of a matmul with up to max_bias_oc
+  // output channels), tagged workspace, so no step allocates. Afterwards an op that needs more fails with
+  // an error naming it; calling this again with larger shapes grows the reservation. No-op on cpu.
+  virtual void reserve_workspace(int B, int T, int C, int NH, int max_bias_oc) {}
 
   virtual void zero(void* p, size_t bytes) = 0;                          // device memory
   virtual void copy_d2d(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy_h2d(void* dst, const void* src, size_t bytes) = 0;  // host -> device
   virtual void copy_d2h(void* dst, const void* src, size_t bytes) = 0;  // device -> host
-  virtual void synchronize() = 0;
+  virtual void synchronize() = 0;  // waits for every op and copy, on every stream
+  // The copy stream (offload traffic): a host<->device copy that overlaps compute on GPU backends. It
+  // starts after all work queued so far (its source is written, its destination no longer read) and
+  // returns a ticket: wait_copy_device(t) makes work queued afterwards wait for it without blocking the
+  // host; wait_copy_host(t) blocks the host until it is done (before the host reads a device-to-host
+  // result). Host buffers come from alloc_host (pinned). The cpu backend copies at once (tickets are done).
+  virtual uint64_t copy_h2d_async(void* dst, const void* src, size_t bytes);
+  virtual uint64_t copy_d2h_async(void* dst, const void* src, size_t bytes);
+  virtual void wait_copy_device(uint64_t ticket) {}
+  virtual void wait_copy_host(uint64_t ticket) {}
   // Conversions between fp32 (master weights, host data) and the compute dtype, both on device.
   virtual void f32_to_compute(void* dst, const float* src, size_t n) = 0;
   virtual void compute_to_f32(float* dst, const void* src, size_t n) = 0;
+  // fp32 <-> bf16 on device whatever the compute dtype (bf16 gradient reductions): rounding to nearest
+  // even (NaN stays NaN), widening exactly. dst (n) bf16 words / fp32, src (n).
+  virtual void f32_to_bf16(void* dst, const float* src, size_t n) = 0;
+  virtual void bf16_to_f32(float* dst, const void* src, size_t n) = 0;
 
   // ---- ops (kernels/<backend>/<op>) -------------------------------------------------------------
   // encoder: out = wte[tokens] + wpe[t]
@@ -86,6 +104,11 @@ class Backend {
 
   // causal multi-head self-attention on packed qkv; `state` is whatever the backend keeps for backward
   // (softmax probabilities: fp32 on cpu, bf16 on cuda), attention_state_bytes() long.
+  // The attention path. false: batched products and a softmax kernel, keeping the probabilities (every
+  // backend). true: the fused flash-style path, keeping the row log-sum-exp (cuda only; throws elsewhere
+  // and for head sizes it lacks). Set it before asking attention_state_bytes: the state depends on it.
+  virtual void set_fused_attention(bool fused);
+  virtual bool fused_attention() const { return false; }
   virtual size_t attention_state_bytes(int B, int T, int NH) const = 0;
   virtual void attention_forward(void* out /*(B,T,C)*/, void* state, const void* qkv /*(B,T,3C)*/, int B,
                                  int T, int C, int NH) = 0;

@@ -1,6 +1,7 @@
 // The CPU backend: fp32 compute in ordinary RAM. "Device" and "host" allocations are both 64-byte aligned
 // heap memory but go to separate ledger domains, so offload is measured on CPU too. Copies are memcpy,
 // synchronize is a no-op (every op has finished when it returns), and each op forwards to kernels/cpu.
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -32,6 +33,14 @@ class CpuBackend final : public Backend {
   void synchronize() override {}
   void f32_to_compute(void* dst, const float* src, size_t n) override { std::memcpy(dst, src, n * 4); }
   void compute_to_f32(float* dst, const void* src, size_t n) override { std::memcpy(dst, src, n * 4); }
+  void f32_to_bf16(void* dst, const float* src, size_t n) override {
+    auto* out = static_cast<uint16_t*>(dst);  // (n) bf16 words
+    for (size_t i = 0; i < n; i++) out[i] = bf16_round(src[i]);
+  }
+  void bf16_to_f32(float* dst, const void* src, size_t n) override {
+    const auto* in = static_cast<const uint16_t*>(src);  // (n) bf16 words
+    for (size_t i = 0; i < n; i++) dst[i] = bf16_widen(in[i]);
+  }
 
   void encoder_forward(void* out, const int* tokens, const void* wte, const void* wpe, int B, int T,
                        int C) override {

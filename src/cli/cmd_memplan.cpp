@@ -23,9 +23,10 @@ const char* kMemplanHelp =
     "on the device and the host, and the peak totals. Every rank holds the same (shards are padded).\n"
     "  --world N            ranks of the run (default: this launch's world size)\n"
     "  --shard full|grad_op|none|hybrid  --shard-group G  --gather-slots K (2)  --no-sync\n"
-    "  --recompute none|full|every:K|selective   --offload none|optimizer|params\n"
+    "  --recompute none|full|every:K|selective   --offload none|optimizer|params   --reduce-dtype fp32|bf16\n"
     "  -B N (4)  -T N (64)  per-rank micro-batch and sequence length\n"
     "  --device cpu|cuda|auto   cpu = fp32 compute, cuda = bf16 compute (default cpu)\n"
+    "  --attention simple|fused with cuda: fused keeps a (B,NH,T) log-sum-exp instead of (B,NH,T,T) probabilities\n"
     "  --budget SIZE        per-rank device budget (24GiB, 80GB, 1e9): the largest model of the depth\n"
     "                       family dL (L layers, L heads, C = 64L; vocab and seq-len from the flags) that fits\n"
     "  --zero-table         ZeRO's Table 1 for Psi = 7.5e9 at N = 4, 16, 64, 1024, with our accounting\n"
@@ -42,7 +43,8 @@ std::string describe_input(const MemPlanInput& in, const MemPlan& p) {
   return str("ranks ", in.world, " | shard ", FsdpOptions::name(in.fsdp.strategy), " (group ", p.group,
              ") | gather slots ", in.fsdp.gather_slots, in.fsdp.no_sync ? " | no-sync" : "", " | offload ",
              FsdpOptions::name(in.fsdp.offload), " | recompute ", in.recompute.str(), " | B=", in.B, " T=", in.T,
-             " | compute ", dtype_name(in.compute), in.compute == DType::F32 ? " (cpu)" : " (cuda)");
+             " | compute ", dtype_name(in.compute), in.compute == DType::F32 ? " (cpu)" : " (cuda)",
+             in.fused_attention ? " | attention fused" : "");
 }
 
 std::string plan_table(const std::string& name, const MemPlanInput& in, const MemPlan& p) {
@@ -181,6 +183,7 @@ int cmd_memplan(int argc, char** argv, Communicator& world) {
   in.fsdp.gather_slots = f.i32("--gather-slots", 2, 1, 64);
   in.fsdp.no_sync = f.on("--no-sync");
   in.fsdp.offload = FsdpOptions::parse_offload(f.str("--offload", "none"));
+  in.fsdp.reduce_dtype = FsdpOptions::parse_reduce_dtype(f.str("--reduce-dtype", "fp32"));
   in.recompute = RecomputePolicy::parse(f.str("--recompute", "none"));
   in.B = f.i32("-B", 4, 1, 1 << 20);
   in.T = f.i32("-T", 64, 1, 1 << 20);
@@ -189,6 +192,10 @@ int cmd_memplan(int argc, char** argv, Communicator& world) {
             device, "'");
   if (device == "auto") device = cuda_available() ? "cuda" : "cpu";
   in.compute = device == "cuda" ? DType::BF16 : DType::F32;
+  const std::string attention = f.str("--attention", "simple");
+  GPT_CHECK(attention == "simple" || attention == "fused", "--attention: expected simple or fused, got '", attention,
+            "'");
+  in.fused_attention = attention == "fused";
   const bool json = f.on("--json"), zero = f.on("--zero-table");
   const std::string budget = f.str("--budget", "");
   f.finish();

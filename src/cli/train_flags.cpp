@@ -28,6 +28,8 @@ const char* kTrainFlagsHelp =
     "  --device cpu|cuda|auto        --shard full|grad_op|none|hybrid (full)  --shard-group G\n"
     "  --gather-slots K (2)          --no-sync   (accumulate full grads locally, reduce on the last micro-step)\n"
     "  --recompute none|full|every:K|selective   --offload none|optimizer|params\n"
+    "  --attention simple|fused (simple)  fused = flash-style kernels that keep no (T,T) matrices (cuda only)\n"
+    "  --reduce-dtype fp32|bf16 (fp32)  dtype gradients are reduced in (bf16: half the gradient traffic)\n"
     "run:\n"
     "  --out DIR            run directory: checkpoints, model.bin     --resume   continue from the newest checkpoint\n"
     "  --init-from FILE     start from an llm.c model file            --save-every N (0 = at the end)  --keep K (2)\n"
@@ -70,6 +72,9 @@ TrainOptions parse_train_flags(Flags& f, const std::string& default_config) {
   o.device = f.str("--device", "auto");
   GPT_CHECK(o.device == "auto" || o.device == "cpu" || o.device == "cuda", "--device: expected cpu, cuda or auto, got '",
             o.device, "'");
+  o.attention = f.str("--attention", "simple");
+  GPT_CHECK(o.attention == "simple" || o.attention == "fused", "--attention: expected simple or fused, got '",
+            o.attention, "'");
   o.fsdp.strategy = FsdpOptions::parse_strategy(f.str("--shard", "full"));
   o.fsdp.shard_group = f.i32("--shard-group", 0, 0, 1 << 20);
   GPT_CHECK(o.fsdp.strategy == ShardStrategy::hybrid || o.fsdp.shard_group == 0, "--shard-group is only for --shard hybrid");
@@ -77,6 +82,7 @@ TrainOptions parse_train_flags(Flags& f, const std::string& default_config) {
   o.fsdp.gather_slots = f.i32("--gather-slots", 2, 1, 64);
   o.fsdp.no_sync = f.on("--no-sync");
   o.fsdp.offload = FsdpOptions::parse_offload(f.str("--offload", "none"));
+  o.fsdp.reduce_dtype = FsdpOptions::parse_reduce_dtype(f.str("--reduce-dtype", "fp32"));
   o.recompute = RecomputePolicy::parse(f.str("--recompute", "none"));
   GPT_CHECK(o.recompute.mode != RecomputePolicy::Mode::every || o.recompute.every_k <= o.model.num_layers,
             "--recompute every:", o.recompute.every_k, " exceeds the model's ", o.model.num_layers, " layers");

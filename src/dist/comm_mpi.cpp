@@ -1,7 +1,16 @@
 // The MPI communicator for CPU ranks (OpenMPI). Collectives are MPI's nonblocking calls (MPI_Iallgather,
 // MPI_Ireduce_scatter_block, MPI_Iallreduce); the returned Work holds the MPI_Request and wait() is
-// MPI_Wait. ReduceOp::avg is a sum followed by a division by the group size inside wait(). Reductions are
-// F32 only (CPU ranks never reduce BF16); all_gather moves raw elements, so it takes either dtype.
+// MPI_Wait. ReduceOp::avg is a sum followed by a division by the group size inside wait(); all_gather
+// moves raw elements, so it takes either dtype.
+//
+// BF16 reductions (--reduce-dtype bf16): MPI has no bf16 type and cannot add one, so bf16 elements travel
+// as 16-bit words and are summed by a user-defined MPI_Op (created once with MPI_Op_create, commutative,
+// freed in finalize_communication). Each combine widens both words to fp32 (exact), adds them in fp32
+// and rounds the sum to bf16, nearest-even; the fp32 sum of two bf16 values is exact unless their
+// exponents differ by more than 16, and then the smaller lies far below half a bf16 ulp of the larger,
+// so every combine is the correctly rounded bf16 sum. A reduction over N ranks therefore rounds N-1 times
+// (in whatever order MPI's algorithm combines). avg = that bf16 sum widened, divided by N in fp32 and
+// rounded to bf16 once more.
 //
 // Progress: OpenMPI advances a nonblocking collective only while the process is inside an MPI call (there
 // is no progress thread), so on CPU ranks most of the transfer happens in wait(). Starting early still lets
@@ -18,6 +27,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 
 #include "core/check.h"
@@ -34,12 +44,23 @@ int mpi_count(size_t count, const char* what) {
   return static_cast<int>(count);
 }
 
-// The element type MPI moves. BF16 is carried as 16-bit words (gathers only: MPI cannot add bf16).
+// The element type MPI moves. BF16 is carried as 16-bit words (its sum is bf16_sum_op below).
 MPI_Datatype mpi_type(DType dt) { return dt == DType::F32 ? MPI_FLOAT : MPI_UINT16_T; }
 
-void require_f32(DType dt, const char* what) {
-  GPT_CHECK(dt == DType::F32, "mpi ", what, ": reductions on CPU ranks are f32 only, got ", dtype_name(dt),
-            " (bf16 reductions belong to the nccl communicator)");
+// The MPI_User_function of the bf16 sum: inout[i] = bf16(fp32(in[i]) + fp32(inout[i])).
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const uint16_t*>(in);  // (len) bf16 words
+  auto* b = static_cast<uint16_t*>(inout);           // (len) bf16 words
+  for (int i = 0; i < *len; ++i) b[i] = bf16_round(bf16_widen(a[i]) + bf16_widen(b[i]));
+}
+
+MPI_Op g_bf16_sum = MPI_OP_NULL;  // created on first use (after MPI_Init), freed before MPI_Finalize
+
+// The reduction MPI applies for a sum (avg divides afterwards) of elements of type dt.
+MPI_Op sum_op(DType dt) {
+  if (dt == DType::F32) return MPI_SUM;
+  if (g_bf16_sum == MPI_OP_NULL) MPI_CHECK(MPI_Op_create(&bf16_sum, 1, &g_bf16_sum));
+  return g_bf16_sum;
 }
 
 bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
@@ -50,8 +71,10 @@ bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
 // One in-flight collective: the request, its ledger bytes, and the avg scaling that follows the sum.
 class MpiWork : public Work {
  public:
-  MpiWork(MPI_Request req, CommLedger* ledger, int64_t bytes, float* avg_buf, size_t avg_count, int world)
-      : req_(req), ledger_(ledger), bytes_(bytes), avg_buf_(avg_buf), avg_count_(avg_count), world_(world) {}
+  MpiWork(MPI_Request req, CommLedger* ledger, int64_t bytes, void* avg_buf, DType avg_dt, size_t avg_count,
+          int world)
+      : req_(req), ledger_(ledger), bytes_(bytes), avg_buf_(avg_buf), avg_dt_(avg_dt), avg_count_(avg_count),
+        world_(world) {}
   ~MpiWork() override {
     if (done_) return;
     try {
@@ -67,16 +90,27 @@ class MpiWork : public Work {
     done_ = true;  // set first: a failed MPI_Wait is fatal and must not be retried by the destructor
     MPI_CHECK(MPI_Wait(&req_, MPI_STATUS_IGNORE));
     ledger_->add_in_flight(-bytes_);
-    const float n = static_cast<float>(world_);
-    if (avg_buf_)
-      for (size_t i = 0; i < avg_count_; ++i) avg_buf_[i] /= n;  // (count) sum -> mean
+    if (avg_buf_) mean_from_sum();
   }
 
  private:
+  // avg_buf_ (count) sum -> mean, in its own dtype (bf16: widen, divide in fp32, round).
+  void mean_from_sum() {
+    const float n = static_cast<float>(world_);
+    if (avg_dt_ == DType::F32) {
+      auto* x = static_cast<float*>(avg_buf_);
+      for (size_t i = 0; i < avg_count_; ++i) x[i] /= n;
+    } else {
+      auto* x = static_cast<uint16_t*>(avg_buf_);
+      for (size_t i = 0; i < avg_count_; ++i) x[i] = bf16_round(bf16_widen(x[i]) / n);
+    }
+  }
+
   MPI_Request req_;
   CommLedger* ledger_;
   int64_t bytes_;
-  float* avg_buf_;  // null unless ReduceOp::avg
+  void* avg_buf_;  // null unless ReduceOp::avg
+  DType avg_dt_;
   size_t avg_count_;
   int world_;
   bool done_ = false;
@@ -126,10 +160,10 @@ class MpiCommunicator : public Communicator {
 
  private:
   // Records the started collective and wraps its request.
-  WorkPtr started(MPI_Request req, CollKind kind, int64_t bytes, float* avg_buf, size_t avg_count) {
+  WorkPtr started(MPI_Request req, CollKind kind, int64_t bytes, void* avg_buf, DType dt, size_t avg_count) {
     ledger_.record(kind, bytes);
     ledger_.add_in_flight(bytes);
-    return std::make_unique<MpiWork>(req, &ledger_, bytes, avg_buf, avg_count, world_);
+    return std::make_unique<MpiWork>(req, &ledger_, bytes, avg_buf, dt, avg_count, world_);
   }
 
   MPI_Comm comm_;
@@ -149,30 +183,28 @@ WorkPtr MpiCommunicator::all_gather_async(void* out, const void* in, size_t coun
   }
   MPI_Request req;
   MPI_CHECK(MPI_Iallgather(send, n, mpi_type(dt), out, n, mpi_type(dt), comm_, &req));
-  return started(req, CollKind::all_gather, ring_all_gather_bytes(count, dt, world_), nullptr, 0);
+  return started(req, CollKind::all_gather, ring_all_gather_bytes(count, dt, world_), nullptr, dt, 0);
 }
 
 WorkPtr MpiCommunicator::reduce_scatter_async(void* out, const void* in, size_t count, DType dt, ReduceOp op) {
-  require_f32(dt, "reduce_scatter");
   const size_t bytes = count * dtype_size(dt);
   const int n = mpi_count(count, "reduce_scatter");
   GPT_CHECK(!overlaps(out, bytes, in, world_ * bytes), "mpi reduce_scatter: `out` (", count,
             " elements) overlaps `in` (world*count elements); use separate buffers");
   // out (count) = sum over ranks of in[rank*count .. (rank+1)*count)
   MPI_Request req;
-  MPI_CHECK(MPI_Ireduce_scatter_block(in, out, n, MPI_FLOAT, MPI_SUM, comm_, &req));
-  float* avg = op == ReduceOp::avg ? static_cast<float*>(out) : nullptr;
-  return started(req, CollKind::reduce_scatter, ring_reduce_scatter_bytes(count, dt, world_), avg, count);
+  MPI_CHECK(MPI_Ireduce_scatter_block(in, out, n, mpi_type(dt), sum_op(dt), comm_, &req));
+  void* avg = op == ReduceOp::avg ? out : nullptr;
+  return started(req, CollKind::reduce_scatter, ring_reduce_scatter_bytes(count, dt, world_), avg, dt, count);
 }
 
 WorkPtr MpiCommunicator::all_reduce_async(void* buf, size_t count, DType dt, ReduceOp op) {
-  require_f32(dt, "all_reduce");
   const int n = mpi_count(count, "all_reduce");
   // buf (count) = sum over ranks of buf, in place
   MPI_Request req;
-  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, comm_, &req));
-  float* avg = op == ReduceOp::avg ? static_cast<float*>(buf) : nullptr;
-  return started(req, CollKind::all_reduce, ring_all_reduce_bytes(count, dt, world_), avg, count);
+  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, n, mpi_type(dt), sum_op(dt), comm_, &req));
+  void* avg = op == ReduceOp::avg ? buf : nullptr;
+  return started(req, CollKind::all_reduce, ring_all_reduce_bytes(count, dt, world_), avg, dt, count);
 }
 
 void MpiCommunicator::broadcast(void* buf, size_t bytes, int root) {
@@ -228,7 +260,9 @@ void finalize_communication() {
   int initialised = 0, finalized = 0;
   MPI_Initialized(&initialised);
   MPI_Finalized(&finalized);
-  if (initialised && !finalized) MPI_CHECK(MPI_Finalize());
+  if (!initialised || finalized) return;
+  if (g_bf16_sum != MPI_OP_NULL) MPI_CHECK(MPI_Op_free(&g_bf16_sum));
+  MPI_CHECK(MPI_Finalize());
 }
 
 }  // namespace gpt

@@ -53,6 +53,8 @@ FsdpEngine::~FsdpEngine() {
   for (auto& g : gslots_) {
     be_.free(g.data);
     be_.free(g.rs_out);
+    be_.free(g.send_bf16);
+    be_.free(g.recv_bf16);
     be_.free_host(g.host_rs);
   }
   be_.free(refresh_stage_);
@@ -71,6 +73,7 @@ bool FsdpEngine::direct_params() const {
   return be_.compute_dtype() == DType::F32 && group_ == 1 && opt_.offload == OffloadMode::none;
 }
 bool FsdpEngine::direct_grads() const { return world_.world() == 1 && opt_.offload == OffloadMode::none; }
+bool FsdpEngine::bf16_reduce() const { return opt_.reduce_dtype == DType::BF16 && world_.world() > 1; }
 
 // fp32 buffer of n elements in the states' domain, zeroed.
 float* FsdpEngine::alloc_state(int64_t n, MemCat cat) {
@@ -132,6 +135,10 @@ void FsdpEngine::allocate_pools() {
       GradSlot& g = gslots_[i];
       if (!opt_.no_sync) g.data = static_cast<float*>(be_.alloc((size_t)padded * sizeof(float), MemCat::gathered_grad));
       if (group_ > 1) g.rs_out = static_cast<float*>(be_.alloc((size_t)shard * sizeof(float), MemCat::gathered_grad));
+      if (bf16_reduce()) {
+        g.send_bf16 = be_.alloc((size_t)padded * 2, MemCat::gathered_grad);
+        if (group_ > 1) g.recv_bf16 = be_.alloc((size_t)shard * 2, MemCat::gathered_grad);
+      }
       if (host_states())
         g.host_rs = static_cast<float*>(be_.alloc_host((size_t)(group_ > 1 ? shard : padded) * sizeof(float),
                                                        MemCat::host_offload));
@@ -160,6 +167,7 @@ int64_t FsdpEngine::model_state_bytes() const {
 }
 
 void FsdpEngine::set_unit_from_host(int u, const float* full) {
+  wait_host_copies();  // no offload copy may still read the host shard rewritten here
   UnitShard& s = units_[u];
   std::vector<float> mine((size_t)s.shard_numel, 0.0f);
   for (int64_t i = 0; i < s.shard_numel; i++) {
@@ -174,18 +182,19 @@ void FsdpEngine::set_unit_from_host(int u, const float* full) {
   }
 }
 
+// Copy-stream copies, each waited for by the compute stream only (the next gather reads param_dev on
+// it); the host shards they read are not written again before the next finish_backward waits for them.
 void FsdpEngine::sync_device_copies() {
   if (opt_.offload != OffloadMode::optimizer) return;
   for (auto& s : units_) {
     const size_t bytes = (size_t)s.shard_numel * sizeof(float);
     if (be_.compute_dtype() == DType::F32) {
-      be_.copy_h2d(s.param_dev, s.param, bytes);
+      be_.wait_copy_device(track(be_.copy_h2d_async(s.param_dev, s.param, bytes)));
     } else {
-      be_.copy_h2d(refresh_stage_, s.param, bytes);
+      be_.wait_copy_device(track(be_.copy_h2d_async(refresh_stage_, s.param, bytes)));
       be_.f32_to_compute(s.param_dev, refresh_stage_, (size_t)s.shard_numel);
     }
   }
-  be_.synchronize();
 }
 
 std::vector<float> FsdpEngine::gather_unit_to_host(int u) {
@@ -234,6 +243,7 @@ void FsdpEngine::shard_to_host(int u, int which, std::vector<float>& out) {
 }
 
 void FsdpEngine::shard_from_host(int u, int which, const std::vector<float>& in) {
+  wait_host_copies();  // as in set_unit_from_host
   UnitShard& s = units_[u];
   GPT_CHECK((int64_t)in.size() == s.shard_numel, "fsdp: shard size mismatch for unit ", layout_.unit(u).name);
   const size_t bytes = in.size() * sizeof(float);

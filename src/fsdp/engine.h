@@ -13,6 +13,9 @@
 //    accumulation; grad_ready starts the reduce-scatter (average over ranks) and the result is added to
 //    the grad shard once it completes. --no-sync instead accumulates in a persistent full-unit buffer and
 //    reduces on the last micro-step only.
+//  - --reduce-dtype bf16 (more than one rank): grad_ready rounds the fp32 full gradient to bf16 into the
+//    slot's send buffer and reduces that; the bf16 result is widened to fp32 before it is added to the
+//    grad shard. The hybrid replica all-reduce runs on the bf16 shard too.
 //  - Each unit is padded to a multiple of the shard-group size; rank r owns the contiguous slice r.
 #pragma once
 #include <cstdint>
@@ -58,7 +61,8 @@ class FsdpEngine : public ParamSource {
 
   // Training-loop hooks.
   void begin_micro_step(bool last_micro_step);  // --no-sync needs to know when to reduce
-  void finish_backward();                       // wait for every in-flight reduction
+  void finish_backward();                       // wait for every in-flight reduction (and host grad adds)
+  void wait_host_copies();                      // the host waits for every offload copy issued so far
   void zero_grad_shards();
   void on_params_updated();                     // the optimizer changed the shards: drop stale gathers
   double grad_sumsq();                          // global sum of squares of the reduced gradient
@@ -98,12 +102,19 @@ class FsdpEngine : public ParamSource {
     float* rs_out = nullptr;      // (max shard) reduce-scatter output
     float* host_rs = nullptr;     // (max shard, or max padded when unsharded) host copy for offload
     float* src = nullptr;         // what is being reduced: data, or the unit's --no-sync accumulator
+    void* send_bf16 = nullptr;    // (max padded) bf16: src rounded, the reduction's input (in place when G = 1)
+    void* recv_bf16 = nullptr;    // (max shard) bf16: reduce-scatter output (G > 1)
     int owner = -1;               // unit using the slot, -1 when free
     bool reducing = false;        // its reduction is in flight (listed in pending_)
     WorkPtr work;
+    // Offload: the copy of the reduced shard into host_rs runs on the copy stream (Backend::copy_d2h_async).
+    uint64_t d2h = 0;             // its ticket
+    bool d2h_reads_slot = false;  // compute must wait for it before rewriting the buffers it reads
+    int host_unit = -1;           // unit whose host grad shard still needs host_rs added, -1 when none
   };
   bool direct_params() const;
   bool direct_grads() const;
+  bool bf16_reduce() const;  // gradients travel in bf16 (--reduce-dtype bf16 and something to communicate)
   bool keeps_after_forward(int unit) const;
   Slot& slot_for(int unit);
   void start_gather(int unit);
@@ -112,6 +123,10 @@ class FsdpEngine : public ParamSource {
   void prefetch_after(int unit, Pass pass);
   int take_grad_slot(int unit);
   void complete_reduction(GradSlot& gs);
+  float* reduced_f32(GradSlot& gs);  // the finished reduction as fp32 on the device (widened from bf16)
+  void finish_host_grad(GradSlot& gs);     // host: wait for the slot's d2h copy, add it into the grad shard
+  void release_copy_source(GradSlot& gs);  // compute: wait for the slot's d2h copy before reusing its buffers
+  uint64_t track(uint64_t ticket) { return last_copy_ = ticket ? ticket : last_copy_; }
   void add_reduced_shard(int unit, float* reduced_dev, GradSlot& gs);
   void trace_counters();  // slot occupancy and bytes in flight, for the trace's counter tracks
   void allocate_states();
@@ -131,6 +146,7 @@ class FsdpEngine : public ParamSource {
   std::deque<int> pending_;       // grad slots with reductions in flight, oldest first
   float* refresh_stage_ = nullptr;  // (max shard) fp32 device staging to refresh param_dev (offload=optimizer)
   bool last_micro_ = true;
+  uint64_t last_copy_ = 0;  // ticket of the newest offload copy (copies complete in issue order)
 };
 
 }  // namespace gpt

@@ -1,7 +1,11 @@
 // The per-step mechanics of FsdpEngine: gather (all-gather a unit's shards into a slot), free (release
 // the slot), prefetch (start the next unit's gather while this one computes), and the gradient path
 // (full-unit grad slot -> reduce-scatter averaged over the shard group -> [all-reduce across replica
-// groups] -> add into the fp32 grad shard, on the host when states are offloaded).
+// groups] -> add into the fp32 grad shard, on the host when states are offloaded). With --reduce-dtype
+// bf16 the reductions run on a bf16 copy of the slot, widened back to fp32 before the add.
+// Offload copies run on the backend's copy stream, ordered by tickets (events), never by stream syncs:
+// a gather's host->device copy is waited for by the compute stream only; a reduced shard's copy to the
+// host is waited for by the host only when that slot's host buffer is needed again or at finish_backward.
 #include <cstring>
 
 #include "core/check.h"
@@ -38,7 +42,8 @@ void FsdpEngine::start_gather(int u) {
   const float* in_f32 = nullptr;
   if (opt_.offload == OffloadMode::params) {
     trace::Scope copy(trace::kCopies, "h2d " + layout_.unit(u).name, "copy");
-    be_.copy_h2d(sl.stage_f32, s.param, n * sizeof(float));
+    // On the copy stream, after the previous reader of the staging buffer; the conversion waits for it.
+    be_.wait_copy_device(track(be_.copy_h2d_async(sl.stage_f32, s.param, n * sizeof(float))));
     in_f32 = sl.stage_f32;
   } else if (opt_.offload == OffloadMode::optimizer) {
     in = s.param_dev;
@@ -143,11 +148,16 @@ int FsdpEngine::take_grad_slot(int u) {
     if (gslots_[i].owner == u && !gslots_[i].reducing) return i;
   const bool root = u == layout_.embed_unit();
   for (;;) {
+    int free_slot = -1;
     if (root) {
-      if (gslots_[0].owner < 0) return 0;
+      if (gslots_[0].owner < 0) free_slot = 0;
     } else {
-      for (int i = 1; i < (int)gslots_.size(); i++)
-        if (gslots_[i].owner < 0) return i;
+      for (int i = 1; i < (int)gslots_.size() && free_slot < 0; i++)
+        if (gslots_[i].owner < 0) free_slot = i;
+    }
+    if (free_slot >= 0) {
+      release_copy_source(gslots_[free_slot]);
+      return free_slot;
     }
     GPT_CHECK(!pending_.empty(), "fsdp: no free gradient slot for unit ", layout_.unit(u).name);
     int oldest = pending_.front();
@@ -180,7 +190,14 @@ void FsdpEngine::grad_ready(int u) {
   g.reducing = true;
   if (opt_.no_sync) g.src = s.nosync_acc;
   trace::begin(trace::kReduceSlot0 + i, (group_ > 1 ? "reduce-scatter " : "all-reduce ") + layout_.unit(u).name, "comm");
-  if (group_ > 1) {
+  if (bf16_reduce()) {
+    be_.f32_to_bf16(g.send_bf16, g.src, (size_t)s.padded);  // (padded) fp32 -> bf16, nearest-even
+    if (group_ > 1)
+      g.work = shard_comm_->reduce_scatter_async(g.recv_bf16, g.send_bf16, (size_t)s.shard_numel, DType::BF16,
+                                                 ReduceOp::avg);
+    else
+      g.work = replica_comm_->all_reduce_async(g.send_bf16, (size_t)s.padded, DType::BF16, ReduceOp::avg);
+  } else if (group_ > 1) {
     g.work = shard_comm_->reduce_scatter_async(g.rs_out, g.src, (size_t)s.shard_numel, DType::F32, ReduceOp::avg);
   } else {
     g.work = replica_comm_->all_reduce_async(g.src, (size_t)s.padded, DType::F32, ReduceOp::avg);
@@ -196,27 +213,60 @@ void FsdpEngine::complete_reduction(GradSlot& g) {
     g.work->wait();
     g.work.reset();
   }
-  float* reduced = g.src;
-  if (group_ > 1) {
-    reduced = g.rs_out;
-    if (replica_comm_->world() > 1)
-      replica_comm_->all_reduce(reduced, (size_t)s.shard_numel, DType::F32, ReduceOp::avg);
-  }
+  float* reduced = reduced_f32(g);
   trace::end(trace::kReduceSlot0 + (int)(&g - gslots_.data()));
   const size_t n = (size_t)s.shard_numel;
   if (host_states()) {
     trace::Scope copy(trace::kCopies, "d2h grad " + layout_.unit(u).name, "copy");
-    be_.copy_d2h(g.host_rs, reduced, n * sizeof(float));
-    be_.synchronize();
-    cpu::accumulate_f32(s.grad, g.host_rs, n);
+    finish_host_grad(g);  // the previous unit's copy out of this slot, before host_rs is overwritten
+    g.d2h = track(be_.copy_d2h_async(g.host_rs, reduced, n * sizeof(float)));
+    g.d2h_reads_slot = true;
+    g.host_unit = u;  // added on the host later, while the device runs ahead
   } else {
     be_.accumulate_f32(s.grad, reduced, n);
   }
-  if (g.src == s.nosync_acc) be_.zero(s.nosync_acc, (size_t)s.padded * sizeof(float));
+  if (g.src == s.nosync_acc) {
+    release_copy_source(g);  // when G = 1 the copy reads the accumulator itself
+    be_.zero(s.nosync_acc, (size_t)s.padded * sizeof(float));
+  }
   g.owner = -1;
   g.reducing = false;
   g.src = nullptr;
   trace_counters();
+}
+
+// After the slot's collective: the hybrid replica all-reduce (same dtype), then widening from bf16.
+float* FsdpEngine::reduced_f32(GradSlot& g) {
+  const size_t n = (size_t)units_[g.owner].shard_numel;  // equals padded when G = 1
+  const bool bf16 = bf16_reduce();
+  float* f32 = group_ > 1 ? g.rs_out : g.src;             // (n) fp32: the result the grad shard receives
+  void* out = !bf16 ? static_cast<void*>(f32) : group_ > 1 ? g.recv_bf16 : g.send_bf16;  // (n) collective's result
+  if (group_ > 1 && replica_comm_->world() > 1)
+    replica_comm_->all_reduce(out, n, bf16 ? DType::BF16 : DType::F32, ReduceOp::avg);
+  if (bf16) be_.bf16_to_f32(f32, out, n);
+  return f32;
+}
+
+void FsdpEngine::finish_host_grad(GradSlot& g) {
+  if (g.host_unit < 0) return;
+  UnitShard& s = units_[g.host_unit];
+  be_.wait_copy_host(g.d2h);
+  cpu::accumulate_f32(s.grad, g.host_rs, (size_t)s.shard_numel);
+  g.host_unit = -1;
+}
+
+void FsdpEngine::release_copy_source(GradSlot& g) {
+  if (!g.d2h_reads_slot) return;
+  be_.wait_copy_device(g.d2h);
+  g.d2h_reads_slot = false;
+}
+
+// Copies finish in issue order, so waiting for the newest covers them all; afterwards no copy reads any
+// slot (work queued from here on starts after them).
+void FsdpEngine::wait_host_copies() {
+  if (last_copy_) be_.wait_copy_host(last_copy_);
+  last_copy_ = 0;
+  for (GradSlot& g : gslots_) g.d2h_reads_slot = false;
 }
 
 void FsdpEngine::begin_micro_step(bool last_micro_step) { last_micro_ = last_micro_step; }
@@ -227,6 +277,8 @@ void FsdpEngine::finish_backward() {
     pending_.pop_front();
     complete_reduction(gslots_[i]);
   }
+  for (GradSlot& g : gslots_) finish_host_grad(g);  // the host grad shards are complete from here on
+  wait_host_copies();  // and no copy still reads a host shard the optimizer is about to write
 }
 
 void FsdpEngine::zero_grad_shards() {

@@ -20,6 +20,12 @@ OffloadMode FsdpOptions::parse_offload(const std::string& s) {
   fail("--offload: expected none, optimizer or params, got '", s, "'");
 }
 
+DType FsdpOptions::parse_reduce_dtype(const std::string& s) {
+  if (s == "fp32") return DType::F32;
+  if (s == "bf16") return DType::BF16;
+  fail("--reduce-dtype: expected fp32 or bf16, got '", s, "'");
+}
+
 const char* FsdpOptions::name(ShardStrategy s) {
   switch (s) {
     case ShardStrategy::full: return "full";
@@ -38,5 +44,7 @@ const char* FsdpOptions::name(OffloadMode m) {
   }
   return "?";
 }
+
+const char* FsdpOptions::reduce_dtype_name(DType d) { return d == DType::F32 ? "fp32" : "bf16"; }
 
 }  // namespace gpt

@@ -11,8 +11,16 @@
 //              shard so a gather needs no host copy (the ZeRO-Offload split)
 //   params     as optimizer, and nothing of the model states stays on the device between uses: every
 //              gather first copies the shard host -> device into a staging buffer
+// Reduce dtype (the element type gradients travel in; master weights, grad shards and Adam stay fp32):
+//   fp32       the full-unit fp32 gradient is reduce-scattered (all-reduced) as it is
+//   bf16       it is rounded to bf16 (nearest-even) into a send buffer, reduced in bf16 (every partial
+//              sum rounded to bf16), and the bf16 result is widened to fp32 before it is added to the
+//              grad shard: half the gradient bytes on the wire. With one rank nothing is communicated,
+//              so nothing is rounded either.
 #pragma once
 #include <string>
+
+#include "core/dtype.h"
 
 namespace gpt {
 
@@ -25,11 +33,14 @@ struct FsdpOptions {
   int gather_slots = 2;    // --gather-slots K: non-root units unsharded at once (current + prefetched)
   bool no_sync = false;    // --no-sync: accumulate full grads locally, reduce on the last micro-step
   OffloadMode offload = OffloadMode::none;  // --offload
+  DType reduce_dtype = DType::F32;  // --reduce-dtype: element type of the gradient reductions
 
   static ShardStrategy parse_strategy(const std::string& s);  // throws naming --shard
   static OffloadMode parse_offload(const std::string& s);     // throws naming --offload
+  static DType parse_reduce_dtype(const std::string& s);      // throws naming --reduce-dtype
   static const char* name(ShardStrategy s);
   static const char* name(OffloadMode m);
+  static const char* reduce_dtype_name(DType d);  // "fp32" or "bf16", as the flag spells them
 };
 
 }  // namespace gpt

@@ -92,6 +92,11 @@ void GPT::block_backward(int l, const BlockParams& p, const BlockGrads& g, const
   be_.residual_backward(dres, datty, (size_t)N * C);  // dres is now d/d(x)
 }
 
+void GPT::reserve_workspace(int B, int T) {
+  const GPTConfig& c = config();
+  be_.reserve_workspace(B, T, c.channels, c.num_heads, 4 * c.channels);
+}
+
 float GPT::forward(const int* inputs, const int* targets, int B, int T, ParamSource& params) {
   const GPTConfig& c = config();
   GPT_CHECK(B >= 1 && T >= 1, "forward: B and T must be >= 1 (got B=", B, ", T=", T, ")");
@@ -101,6 +106,7 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T, ParamSou
               " is outside the vocabulary [0, ", c.vocab_size, ")");
   if (!acts_ || acts_->B != B || acts_->T != T) {
     acts_.reset();
+    reserve_workspace(B, T);
     acts_ = std::make_unique<Activations>(be_, c, recompute_, B, T);
   }
   const int N = B * T, C = c.channels, L = c.num_layers, V = c.vocab_size, Vp = c.padded_vocab_size;

@@ -35,6 +35,10 @@ class GPT {
   std::vector<float> losses_to_host();
   // Drop the activations (frees their memory).
   void release_activations() { acts_.reset(); }
+  // Reserves the backend's scratch for this model's ops at micro-batch (B, T) (Backend::reserve_workspace;
+  // the widest matmul with a bias is fc, 4C outputs), so no step allocates it. forward() calls it whenever it
+  // sets up activations for a new shape; a trainer calls it up front so the workspace shows before step 1.
+  void reserve_workspace(int B, int T);
   const Activations* activations() const { return acts_.get(); }
 
   // Deterministic GPT-2 init of one unit's flat fp32 params (host): N(0, 0.02) for matrices and

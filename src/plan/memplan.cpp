@@ -104,15 +104,22 @@ void plan_engine(const MemPlanInput& in, const Units& u, int G, Acc& a, MemPlan&
     const wide g_padded = u.root_padded + 2 * u.max_padded, g_shard = u.root_shard + 2 * u.max_shard;
     if (!in.fsdp.no_sync) a.add(dev, MemCat::gathered_grad, 4 * g_padded);  // GradSlot::data
     if (G > 1) a.add(dev, MemCat::gathered_grad, 4 * g_shard);               // GradSlot::rs_out
+    // --reduce-dtype bf16 with something to communicate (FsdpEngine::bf16_reduce()): bf16 send and receive
+    if (in.fsdp.reduce_dtype == DType::BF16 && in.world > 1) {
+      a.add(dev, MemCat::gathered_grad, 2 * g_padded);            // GradSlot::send_bf16
+      if (G > 1) a.add(dev, MemCat::gathered_grad, 2 * g_shard);  // GradSlot::recv_bf16
+    }
     if (host_states) a.add(host, MemCat::host_offload, 4 * (G > 1 ? g_shard : g_padded));  // GradSlot::host_rs
   }
 }
 
 // Bytes the backend keeps per layer for attention backward (Backend::attention_state_bytes):
 // cpu: softmax probabilities (B, NH, T, T) fp32 (kernels/cpu/attention.cpp);
-// cuda: the same probabilities in bf16 (kernels/cuda/attention.cu).
+// cuda: the same probabilities in bf16 (kernels/cuda/attention.cu), or with --attention fused the row
+// log-sum-exp (B, NH, T) fp32 (kernels/cuda/attention_fused.cu).
 wide attention_state_bytes(const MemPlanInput& in) {
   const wide B = in.B, T = in.T, NH = in.cfg.num_heads;
+  if (in.fused_attention) return B * NH * T * 4;
   return B * NH * T * T * (wide)dtype_size(in.compute);
 }
 
@@ -162,7 +169,8 @@ void plan_activations(const MemPlanInput& in, Acc& a) {
 }
 
 // The CUDA backend's workspace (src/backend/cuda/cuda_backend.cu): the cuBLASLt workspace allocated at
-// construction, and the scratch block, which grows (free, then allocate) to the largest request:
+// construction, and the scratch block that GPT::reserve_workspace sizes before step 1 (CudaBackend::
+// reserve_workspace: the largest of these requests at the step's B, T; no op may grow it afterwards):
 wide cuda_workspace_bytes(const MemPlanInput& in) {
   constexpr wide kCublasWorkspace = wide(32) << 20;
   constexpr wide kChunks = 64;  // row chunks of the layernorm and bias-gradient reductions
@@ -170,9 +178,10 @@ wide cuda_workspace_bytes(const MemPlanInput& in) {
   const wide N = (wide)in.B * in.T, C = in.cfg.channels, tt = (wide)in.B * in.cfg.num_heads * in.T * in.T;
   wide scratch = 2 * kChunks * C * 4;                       // layernorm_backward_scratch_bytes(N, C)
   scratch = std::max(scratch, kChunks * 4 * C * 4);         // matmul_backward_scratch_bytes, OC up to 4C (fc)
-  scratch = std::max(scratch, 7 * align256(N * C * 2) + align256(tt * 4) + align256(tt * 2));  // attention
-  if (in.fsdp.offload == OffloadMode::none)
-    scratch = std::max(scratch, wide(512 + 1) * 8);         // sum_squares_scratch_bytes (grad norm on device)
+  const wide rows = (wide)in.B * in.cfg.num_heads * in.T;  // fused_attention_scratch_bytes: D (B, NH, T) fp32
+  scratch = std::max(scratch, in.fused_attention ? align256(rows * 4)
+                                                 : 7 * align256(N * C * 2) + align256(tt * 4) + align256(tt * 2));
+  scratch = std::max(scratch, wide(512 + 1) * 8);           // sum_squares_scratch_bytes (always reserved)
   return kCublasWorkspace + scratch;
 }
 
@@ -186,6 +195,9 @@ int64_t narrow(wide v) {
 
 void validate_plan_input(const MemPlanInput& in) {
   const GPTConfig& c = in.cfg;
+  GPT_CHECK(!in.fused_attention || in.compute == DType::BF16, "--attention fused: the cpu backend has only the simple path (use --device cuda)");
+  GPT_CHECK(!in.fused_attention || (c.channels % c.num_heads == 0 && (c.channels / c.num_heads == 32 || c.channels / c.num_heads == 64)),
+            "--attention fused: supports head sizes 32 and 64, this model has ", c.channels / c.num_heads, " (use --attention simple)");
   GPT_CHECK(c.padded_vocab_size == (c.vocab_size + 127) / 128 * 128, "memplan: model config is not finalized");
   GPT_CHECK(in.world >= 1, "--world must be >= 1, got ", in.world);
   GPT_CHECK(in.B >= 1 && in.T >= 1, "-B and -T must be >= 1 (got ", in.B, ", ", in.T, ")");

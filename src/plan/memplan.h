@@ -5,9 +5,9 @@
 // constructor, the CUDA backend's workspace and scratch), so a change there must be mirrored here, and the
 // measured test (tests/fsdp/test_memplan_measured.cpp) fails when the two drift apart.
 //
-// Peaks: within a step nothing the ledger tracks is freed except the CUDA backend's scratch block, which
-// only grows and reaches its largest size after everything else is allocated. So each category's peak is
-// what is live at the end of the step, and each domain's peak total is the sum of its categories.
+// Peaks: within a step nothing the ledger tracks is freed (the CUDA backend's scratch block is reserved at
+// its full size before step 1 and never grows in a step). So each category's peak is what is live at the
+// end of the step, and each domain's peak total is the sum of its categories.
 // Every rank holds the same bytes: shards are padded so that every rank's slice has equal length.
 //
 // Two accountings of model states sit side by side:
@@ -35,6 +35,7 @@ struct MemPlanInput {
   RecomputePolicy recompute;  // --recompute: which activations each block keeps
   int B = 4, T = 64;          // per-rank micro-batch (sequences) and sequence length
   DType compute = DType::F32; // compute dtype: F32 = the cpu backend, BF16 = the cuda backend
+  bool fused_attention = false;  // --attention fused (cuda): row log-sum-exp state, no (T,T) scratch
 };
 
 struct MemPlan {

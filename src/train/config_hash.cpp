@@ -11,7 +11,8 @@ uint64_t config_hash(const TrainOptions& o) {
                       o.B, ",", o.T, ",", o.total_batch, ",", o.steps, ",", o.lr, ",", o.warmup, ",", o.min_lr_frac,
                       ",", o.optim.weight_decay, ",", o.optim.grad_clip, ",", o.seed, "|",
                       FsdpOptions::name(o.fsdp.strategy), ",", o.fsdp.shard_group, ",", o.fsdp.gather_slots, ",",
-                      o.fsdp.no_sync, ",", FsdpOptions::name(o.fsdp.offload), ",", o.recompute.str(), "|",
+                      o.fsdp.no_sync, ",", FsdpOptions::name(o.fsdp.offload), ",", o.recompute.str(), ",",
+                      FsdpOptions::reduce_dtype_name(o.fsdp.reduce_dtype), ",", o.attention, "|",
                       o.train_pattern, "|", o.val_pattern, "|", o.init_from, "|", o.resume);
   uint64_t h = 1469598103934665603ULL;
   for (unsigned char ch : s) {

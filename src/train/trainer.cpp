@@ -29,7 +29,10 @@ Trainer::Trainer(const TrainOptions& opt, Communicator& world) : opt_(opt), worl
   collective_check(world, "start-up", [&] { check_same_config_on_all_ranks(world, opt_); });
 
   std::string device = opt_.device == "auto" ? (cuda_available() ? "cuda" : "cpu") : opt_.device;
-  collective_check(world, "backend", [&] { be_ = make_backend(device); });
+  collective_check(world, "backend", [&] {
+    be_ = make_backend(device);
+    be_->set_fused_attention(opt_.attention == "fused");
+  });
   model_ = std::make_unique<GPT>(*be_, cfg, opt_.recompute);
   Communicator* engine_comm = &world;  // CPU ranks: MPI moves the shards
   if (be_->name() == "cuda" && world.world() > 1) {
@@ -41,6 +44,7 @@ Trainer::Trainer(const TrainOptions& opt, Communicator& world) : opt_(opt), worl
 #endif
   }
   engine_ = std::make_unique<FsdpEngine>(*be_, *engine_comm, model_->layout(), opt_.fsdp);
+  model_->reserve_workspace(opt_.B, opt_.T);  // op scratch, before step 1 (the start-up report shows it)
   if (!opt_.train_pattern.empty()) {
     collective_check(world, "training data", [&] {
       try {

@@ -4,6 +4,9 @@
 #include <cstdio>
 
 #include "core/check.h"
+#ifdef GPT_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "train/trainer.h"
 #include "util/log.h"
 #include "util/progress.h"
@@ -14,6 +17,35 @@ namespace gpt {
 
 static double mib(int64_t b) { return b / 1048576.0; }
 
+// cuda: each rank's ledger (device total, of it the workspace) against the driver's count of device bytes
+// the process took since the backend started (cudaMemGetInfo), collected on rank 0. One warning line when
+// the driver counts more than allocation rounding (2 MiB per live block) plus an allowance for kernel code
+// loaded on first launch explains; with NCCL its buffers are in the driver's figure, so only the difference
+// is shown.
+static void report_driver_memory(Communicator& world, Backend& be, bool nccl) {
+#ifdef GPT_WITH_CUDA
+  if (be.name() != "cuda") return;
+  constexpr int64_t kCodeAllowance = int64_t{64} << 20;
+  const CudaMemoryCheck m = cuda_memory_check(be);
+  const int N = world.world();
+  for (int r = 0; r < N; r++) {
+    double v[4] = {(double)m.ledger_bytes, (double)be.ledger().current(MemDomain::device, MemCat::workspace),
+                   (double)m.driver_bytes, (double)m.slack_bytes};
+    if (N > 1)
+      for (double& x : v) x = world.all_reduce_scalar(world.rank() == r ? x : 0.0, ReduceOp::sum);
+    const int64_t ledger = (int64_t)v[0], driver = (int64_t)v[2], slack = (int64_t)v[3] + kCodeAllowance;
+    log_rank0(world, "rank ", r, " device memory: ledger ", mib(ledger), " MiB (workspace ", mib((int64_t)v[1]),
+              " MiB) | driver (cudaMemGetInfo, since backend start) ", mib(driver), " MiB | difference ",
+              mib(driver - ledger), " MiB", nccl ? " (includes NCCL's buffers)" : "");
+    if (!nccl && driver - ledger > slack)
+      log_rank0(world, "warning: rank ", r, ": the driver counts ", mib(driver - ledger),
+                " MiB more than the ledger, beyond the ", mib(slack),
+                " MiB that allocation rounding and kernel code explain: memory outside the ledger (library "
+                "buffers or another process on this GPU)");
+  }
+#endif
+}
+
 void Trainer::print_startup_report() {
   const GPTConfig& c = opt_.model;
   const Layout& layout = model_->layout();
@@ -21,7 +53,8 @@ void Trainer::print_startup_report() {
   log_rank0(world_, "model ", opt_.config_name, ": ", c.describe(), " | recompute ", opt_.recompute.str());
   log_rank0(world_, "backend ", be_->name(), " | ranks ", N, " | shard ", FsdpOptions::name(opt_.fsdp.strategy),
             " (group ", engine_->shard_group_size(), ") | offload ", FsdpOptions::name(opt_.fsdp.offload),
-            " | gather slots ", opt_.fsdp.gather_slots, opt_.fsdp.no_sync ? " | no-sync" : "");
+            " | gather slots ", opt_.fsdp.gather_slots, opt_.fsdp.no_sync ? " | no-sync" : "", " | reduce ",
+            FsdpOptions::reduce_dtype_name(opt_.fsdp.reduce_dtype));
   log_rank0(world_, "MFU is measured against ", peak_flops_ / 1e12, " TFLOP/s per rank (",
             opt_.peak_tflops > 0 ? "--peak-tflops" : be_->name() == "cuda" ? "H100/H200 bf16 dense" : "this CPU's measured fp32 sgemm",
             ")");
@@ -38,15 +71,17 @@ void Trainer::print_startup_report() {
               mib((int64_t)v[1]), " MiB | device total ", mib((int64_t)v[2]), " MiB | host total ",
               mib((int64_t)v[3]), " MiB (before activations)");
   }
+  report_driver_memory(world_, *be_, device_comm_ != nullptr);
   const double psi = (double)layout.total_numel();
   const double f = N > 1 ? (double)(engine_->shard_group_size() - 1) / engine_->shard_group_size() : 0.0;
   const double gathers = opt_.fsdp.strategy == ShardStrategy::full ? 2.0 : 1.0;
+  const double rs = (double)dtype_size(opt_.fsdp.reduce_dtype);  // gradient bytes per element on the wire
   if (opt_.fsdp.strategy == ShardStrategy::none)
     log_rank0(world_, "traffic per step per rank (predicted): all-reduce 2*Psi*(N-1)/N = ",
-              mib((int64_t)(2 * psi * 4 * (N - 1) / N)), " MiB");
+              mib((int64_t)(2 * psi * rs * (N - 1) / N)), " MiB");
   else
     log_rank0(world_, "traffic per micro-step per rank (predicted, ~): ", gathers, " all-gathers + 1 reduce-scatter of Psi*(G-1)/G = ",
-              mib((int64_t)((gathers + 1) * psi * be_->compute_size() * f)), " MiB");
+              mib((int64_t)((gathers * be_->compute_size() + rs) * psi * f)), " MiB");
 }
 
 void Trainer::log_step(const StepStats& s) {

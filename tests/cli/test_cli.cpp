@@ -99,6 +99,8 @@ TEST(Cli, BadFlagsAndConfigs) {
   expect_error("train --config d2 --lr -1" + train, "--lr");
   expect_error("train --config d2 --total-batch 100 -B 2 -T 32" + train, "--total-batch");
   expect_error("train --config d2 --device tpu" + train, "--device");
+  expect_error("train --config d2 --attention sparse" + train, "--attention");
+  expect_error("train --config d2 --device cpu --attention fused" + train, "--attention fused");
 }
 
 TEST(Cli, BadFiles) {

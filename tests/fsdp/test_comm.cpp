@@ -260,8 +260,8 @@ TEST(Comm, ErrorsAreMessages) {
   EXPECT_THROW(w.split(-1, r), Error);
   EXPECT_THROW(make_world_communicator("carrier-pigeon"), Error);
   if (w.name() != "mpi") GTEST_SKIP() << "MPI-only error paths";
-  EXPECT_THROW(w.all_reduce(buf.data(), 2, DType::BF16, ReduceOp::sum), Error);
-  EXPECT_THROW(w.reduce_scatter(buf.data(), buf.data() + 1, 1, DType::BF16, ReduceOp::avg), Error);
+  // bf16 reductions are allowed (test_reduce_dtype.cpp); an overlapping bf16 reduce-scatter is not
+  EXPECT_THROW(w.reduce_scatter(buf.data(), buf.data(), 1, DType::BF16, ReduceOp::avg), Error);
   EXPECT_THROW(w.reduce_scatter(buf.data() + 1, buf.data(), 2, DType::F32, ReduceOp::sum), Error);
   EXPECT_THROW(w.all_gather(buf.data(), buf.data() + r * 2 + 1, 2, DType::F32), Error);
   EXPECT_EQ(w.ledger().in_flight(), 0);

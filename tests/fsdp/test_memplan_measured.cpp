@@ -164,6 +164,39 @@ TEST(MemPlanMeasured, FreshRunsGatherSlotsAndNoSync) {
   }
 }
 
+// --reduce-dtype bf16: each gradient slot gains a bf16 send buffer (padded) and, when G > 1, a bf16
+// receive buffer (shard), both in gathered_grad; with one rank nothing is communicated and nothing is
+// added. Every strategy and offload mode, and --no-sync (accumulators instead of fp32 slot data).
+TEST(MemPlanMeasured, Bf16ReductionBuffers) {
+  Communicator& w = world();
+  const int N = w.world();
+  const Shape& sh = kShapes[0];
+  const GPTConfig cfg = shaped(sh);
+  for (ShardStrategy st : strategies(N)) {
+    for (OffloadMode off : kOffload) {
+      for (bool no_sync : {false, true}) {
+        if (no_sync && off == OffloadMode::params) continue;
+        FsdpOptions o = options(st, off);
+        o.reduce_dtype = DType::BF16;
+        o.no_sync = no_sync;
+        const int accum = no_sync ? 2 : 1;
+        RunSpec spec = spec_for(cfg, o, RecomputePolicy::parse("none"), sh.B, sh.T, N, accum);
+        ShardedRun run(spec, w);
+        const MemPlanInput in = plan_input(spec, sh.B, N);
+        expect_step_matches_plan(run, in, label(sh, o, spec.recompute, N) + " reduce=bf16");
+        // the bf16 buffers, in closed form: 2 bytes x (root + 2 x largest other unit), padded and shard
+        MemPlanInput f32_in = in;
+        f32_in.fsdp.reduce_dtype = DType::F32;
+        const MemPlan p = plan_memory(in), q = plan_memory(f32_in);
+        const int64_t G = p.group, slots = p.root_padded + 2 * p.max_padded;
+        const int64_t extra = N == 1 ? 0 : 2 * slots + (G > 1 ? 2 * slots / G : 0);
+        EXPECT_EQ(p.at(MemDomain::device, MemCat::gathered_grad) - q.at(MemDomain::device, MemCat::gathered_grad),
+                  extra);
+      }
+    }
+  }
+}
+
 // The plan's geometry is the engine's: Psi from the layout, owned parameters and model-state bytes from
 // the engine's shards, gather-slot bytes = root + K x largest other unit (padded).
 TEST(MemPlanMeasured, GeometryMatchesLayoutAndEngine) {

@@ -51,13 +51,13 @@ TEST(ZeroTable, ReproducesThePapersPrintedColumns) {
   }
 }
 
-GPTConfig tiny(int L, int NH, int C) {
+GPTConfig tiny(int L, int NH, int C, int max_seq_len = 64) {
   GPTConfig c;
   c.num_layers = L;
   c.num_heads = NH;
   c.channels = C;
   c.vocab_size = 257;
-  c.max_seq_len = 64;
+  c.max_seq_len = max_seq_len;
   c.finalize();
   return c;
 }
@@ -129,6 +129,29 @@ TEST(MemPlanBF16, HandComputedDeviceBytes) {
   for (int c = 0; c < kMemCats; c++) sum += p.at(MemDomain::device, (MemCat)c);
   EXPECT_EQ(p.device_peak, sum);
   EXPECT_EQ(p.host_peak, 0);
+}
+
+// --attention fused: each layer keeps (B, NH, T) fp32 log-sum-exps instead of (B, NH, T, T) bf16
+// probabilities, and the scratch loses the simple path's head copies and (T, T) matrices. Worked by hand
+// for the d2 shape at B=4, T=256 (where the simple path's attention scratch is the largest request).
+TEST(MemPlanBF16, FusedAttentionStateAndScratch) {
+  MemPlanInput in;
+  in.cfg = tiny(2, 2, 128, 256);
+  in.B = 4;
+  in.T = 256;
+  in.compute = DType::BF16;
+  const MemPlan simple = plan_memory(in);
+  in.fused_attention = true;
+  const MemPlan fused = plan_memory(in);
+  const int64_t probs = 4 * 2 * 256 * 256 * 2, lse = 4 * 2 * 256 * 4;  // per layer
+  EXPECT_EQ(simple.at(MemDomain::device, MemCat::activation) - fused.at(MemDomain::device, MemCat::activation),
+            2 * (probs - lse));
+  // simple: 7 head copies of N*C bf16 (262144 each) + S fp32 (2097152) + dS bf16 (1048576);
+  // fused: D (4*2*256 fp32 = 8192) loses to the fc bias-gradient partials 64 x 512 x 4 = 131072.
+  EXPECT_EQ(simple.at(MemDomain::device, MemCat::workspace) - fused.at(MemDomain::device, MemCat::workspace),
+            (7 * 262144 + 2097152 + 1048576) - 131072);
+  in.compute = DType::F32;
+  EXPECT_THROW(plan_memory(in), Error);  // the cpu backend has no fused path
 }
 
 // Recompute and offload move bytes the way the modes say (bf16: the model states of offload go to the host).

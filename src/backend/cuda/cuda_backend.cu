@@ -1,15 +1,23 @@
-// The CUDA backend: bf16 compute dtype, one compute stream that every op and copy is queued on, one
-// cuBLASLt handle with a 32 MiB workspace, and one growable scratch block for ops with temporaries
-// (attention's head-major copies and (T,T) matrices, the deterministic gradient reductions). The scratch
-// grows only when an op needs more than it has (in practice during the first step), after waiting for the
-// stream, so no op ever sees its scratch freed under it. Both blocks are tagged "workspace" in the ledger.
+// The CUDA backend: bf16 compute dtype, one compute stream that every op and plain copy is queued on, a
+// copy stream for the offload copies (copy_stream.h: ordered against compute by events only), one
+// cuBLASLt handle with a 32 MiB workspace (and its cache of planned products), and one scratch block for
+// ops with temporaries (attention's head-major copies and (T,T) matrices, the deterministic gradient
+// reductions). reserve_workspace sizes the scratch for a model's largest ops before the first step; after
+// that an op needing more fails (no cudaMalloc inside a step). Before any reservation (op unit tests) the
+// scratch grows on demand, after waiting for the stream, so no op sees its scratch freed under it. Both
+// blocks are tagged "workspace" in the ledger.
+//
+// Memory cross-check: the device bytes in use as the driver sees them (cudaMemGetInfo) are recorded at
+// construction, so cuda_memory_check can set the ledger against what the process has allocated since.
 //
 // Device choice: under mpirun (OMPI_COMM_WORLD_LOCAL_RANK set) rank r uses GPU r % count; otherwise the
 // current device. cuda_backend.h exposes the compute stream and that device to the NCCL communicator.
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 
 #include "backend/backend.h"
+#include "backend/cuda/copy_stream.h"
 #include "backend/cuda/cuda_backend.h"
 #include "cuda/ops.cuh"
 
@@ -50,14 +58,18 @@ class CudaBackend final : public Backend {
   CudaBackend() : device_(pick_device()) {
     CUDA_CHECK(cudaSetDevice(device_));
     CUDA_CHECK(cudaStreamCreate(&stream_));
+    copy_stream_ = std::make_unique<cuda::CopyStream>();
     CUBLAS_CHECK(cublasLtCreate(&blas_.handle));
+    baseline_in_use_ = driver_in_use();  // the context and handle exist; nothing of ours is allocated yet
     blas_.workspace = alloc(kCublasWorkspaceBytes, MemCat::workspace);
     blas_.workspace_bytes = kCublasWorkspaceBytes;
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);  // no throwing in a destructor: errors here are ignored
+    if (copy_stream_) cudaStreamSynchronize(copy_stream_->stream());
     release(scratch_);
     release(blas_.workspace);
+    blas_.plans.clear();  // the plans' descriptors go before the handle
     if (blas_.handle) cublasLtDestroy(blas_.handle);
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -66,6 +78,30 @@ class CudaBackend final : public Backend {
   cudaStream_t stream() const { return stream_; }
   int device() const { return device_; }
   DType compute_dtype() const override { return DType::BF16; }
+  size_t gemm_plan_count() const { return blas_.plans.size(); }
+
+  void reserve_workspace(int B, int T, int C, int NH, int max_bias_oc) override {
+    GPT_CHECK(B >= 1 && T >= 1 && C >= 1 && NH >= 1 && max_bias_oc >= 0,
+              "reserve_workspace: shapes must be positive, got B=", B, " T=", T, " C=", C, " NH=", NH,
+              " max_bias_oc=", max_bias_oc);
+    const int N = B * T;
+    size_t need = cuda::sum_squares_scratch_bytes();
+    need = std::max(need, cuda::layernorm_backward_scratch_bytes(N, C));
+    if (max_bias_oc > 0) need = std::max(need, cuda::matmul_backward_scratch_bytes(N, max_bias_oc));
+    need = std::max(need, attention_scratch_need(B, T, C, NH));
+    if (need > scratch_bytes_) grow_scratch(need);
+    reserved_ = true;
+  }
+
+  // The ledger's device total against the driver's count of device bytes in use since construction.
+  CudaMemoryCheck memory_check() {
+    CudaMemoryCheck m;
+    m.ledger_bytes = ledger().current_total(MemDomain::device);
+    m.driver_bytes = driver_in_use() - baseline_in_use_;
+    m.live_allocations = live_allocations_;
+    m.slack_bytes = kCudaAllocGranularity * live_allocations_;
+    return m;
+  }
 
   void zero(void* p, size_t bytes) override {
     if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
@@ -79,7 +115,18 @@ class CudaBackend final : public Backend {
   void copy_d2h(void* dst, const void* src, size_t bytes) override {
     copy(dst, src, bytes, cudaMemcpyDeviceToHost);
   }
-  void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  void synchronize() override {
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    copy_stream_->synchronize();
+  }
+  uint64_t copy_h2d_async(void* dst, const void* src, size_t bytes) override {
+    return copy_stream_->copy(dst, src, bytes, cudaMemcpyHostToDevice, stream_);
+  }
+  uint64_t copy_d2h_async(void* dst, const void* src, size_t bytes) override {
+    return copy_stream_->copy(dst, src, bytes, cudaMemcpyDeviceToHost, stream_);
+  }
+  void wait_copy_device(uint64_t ticket) override { copy_stream_->wait_device(ticket, stream_); }
+  void wait_copy_host(uint64_t ticket) override { copy_stream_->wait_host(ticket); }
 
   void f32_to_compute(void* dst, const float* src, size_t n) override {
     if (n == 0) return;
@@ -91,6 +138,9 @@ class CudaBackend final : public Backend {
     bf16_to_f32_kernel<<<cuda::grid_for(n, 256), 256, 0, stream_>>>(dst, H(src), n);
     CUDA_CHECK_LAUNCH();
   }
+  // The compute dtype is bf16, so these are the same conversions.
+  void f32_to_bf16(void* dst, const float* src, size_t n) override { f32_to_compute(dst, src, n); }
+  void bf16_to_f32(float* dst, const void* src, size_t n) override { compute_to_f32(dst, src, n); }
 
   void encoder_forward(void* out, const int* tokens, const void* wte, const void* wpe, int B, int T,
                        int C) override {
@@ -107,7 +157,7 @@ class CudaBackend final : public Backend {
   }
   void layernorm_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp, const void* w,
                           const float* mean, const float* rstd, int N, int C) override {
-    void* s = scratch(cuda::layernorm_backward_scratch_bytes(N, C));
+    void* s = scratch("layernorm_backward", cuda::layernorm_backward_scratch_bytes(N, C));
     cuda::layernorm_backward(H(dinp), dw, db, H(dout), H(inp), H(w), mean, rstd, N, C, s, stream_);
   }
 
@@ -117,20 +167,32 @@ class CudaBackend final : public Backend {
   }
   void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp, const void* w,
                        int N, int C, int OC) override {
-    void* s = dbias ? scratch(cuda::matmul_backward_scratch_bytes(N, OC)) : nullptr;
+    void* s = dbias ? scratch("matmul_backward", cuda::matmul_backward_scratch_bytes(N, OC)) : nullptr;
     cuda::matmul_backward(H(dinp), dw, dbias, H(dout), H(inp), H(w), N, C, OC, blas_, s, stream_);
   }
 
+  void set_fused_attention(bool fused) override { fused_attention_ = fused; }
+  bool fused_attention() const override { return fused_attention_; }
   size_t attention_state_bytes(int B, int T, int NH) const override {
-    return cuda::attention_state_bytes(B, T, NH);
+    return fused_attention_ ? cuda::fused_attention_state_bytes(B, T, NH) : cuda::attention_state_bytes(B, T, NH);
   }
   void attention_forward(void* out, void* state, const void* qkv, int B, int T, int C, int NH) override {
-    void* s = scratch(cuda::attention_scratch_bytes(B, T, C, NH));
+    if (fused_attention_) {
+      cuda::fused_attention_forward(H(out), static_cast<float*>(state), H(qkv), B, T, C, NH, stream_);
+      return;
+    }
+    void* s = scratch("attention_forward", cuda::attention_scratch_bytes(B, T, C, NH));
     cuda::attention_forward(H(out), H(state), H(qkv), B, T, C, NH, blas_, s, stream_);
   }
   void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const void* state,
                           int B, int T, int C, int NH) override {
-    void* s = scratch(cuda::attention_scratch_bytes(B, T, C, NH));
+    if (fused_attention_) {
+      void* s = scratch("attention_backward", cuda::fused_attention_scratch_bytes(B, T, NH));
+      cuda::fused_attention_backward(H(dqkv), H(dout), H(qkv), H(out), static_cast<const float*>(state), B, T, C,
+                                     NH, s, stream_);
+      return;
+    }
+    void* s = scratch("attention_backward", cuda::attention_scratch_bytes(B, T, C, NH));
     cuda::attention_backward(H(dqkv), H(dout), H(qkv), H(out), H(state), B, T, C, NH, blas_, s, stream_);
   }
 
@@ -161,7 +223,7 @@ class CudaBackend final : public Backend {
     cuda::adamw_update(param, grad, m, v, n, hp, stream_);
   }
   double sum_squares(const float* x, size_t n) override {
-    return cuda::sum_squares(x, n, scratch(cuda::sum_squares_scratch_bytes()), stream_);
+    return cuda::sum_squares(x, n, scratch("sum_squares", cuda::sum_squares_scratch_bytes()), stream_);
   }
   void accumulate_f32(float* y, const float* x, size_t n) override { cuda::accumulate_f32(y, x, n, stream_); }
 
@@ -174,12 +236,14 @@ class CudaBackend final : public Backend {
       return nullptr;
     }
     CUDA_CHECK(e);
+    live_allocations_++;
     return p;
   }
   // Frees wait for queued work first: nothing in flight may still use the block.
   void raw_free(void* p) override {
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    synchronize();  // both streams: no op or copy in flight may still use the block
     CUDA_CHECK(cudaFree(p));
+    live_allocations_--;
   }
   void* raw_alloc_host(size_t bytes) override {
     void* p = nullptr;
@@ -192,7 +256,7 @@ class CudaBackend final : public Backend {
     return p;
   }
   void raw_free_host(void* p) override {
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    synchronize();
     CUDA_CHECK(cudaFreeHost(p));
   }
 
@@ -201,9 +265,17 @@ class CudaBackend final : public Backend {
     if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream_));
   }
 
-  // A scratch block of at least `bytes`; growing it waits for the stream before the old block goes.
-  void* scratch(size_t bytes) {
+  // The scratch block for `op`, which needs `bytes`. Once reserve_workspace has run it never grows.
+  void* scratch(const char* op, size_t bytes) {
     if (bytes <= scratch_bytes_) return scratch_;
+    GPT_CHECK(!reserved_, "cuda ", op, ": needs ", bytes, " bytes of scratch but the workspace reserved by ",
+              "reserve_workspace holds ", scratch_bytes_, " (reserved for smaller shapes, or before the attention ",
+              "path changed); ops inside a step must not allocate");
+    grow_scratch(bytes);
+    return scratch_;
+  }
+  // Replaces the scratch with a larger block; the free waits for the stream before the old block goes.
+  void grow_scratch(size_t bytes) {
     if (scratch_) {
       free(scratch_);  // raw_free synchronizes the stream first
       scratch_ = nullptr;
@@ -211,7 +283,19 @@ class CudaBackend final : public Backend {
     }
     scratch_ = alloc(bytes, MemCat::workspace);
     scratch_bytes_ = bytes;
-    return scratch_;
+  }
+  // Attention's scratch on the path in effect (the fused forward needs none; its backward the most).
+  size_t attention_scratch_need(int B, int T, int C, int NH) const {
+    return fused_attention_ ? cuda::fused_attention_scratch_bytes(B, T, NH)
+                            : cuda::attention_scratch_bytes(B, T, C, NH);
+  }
+
+  // Device bytes in use on this GPU as the driver counts them (every process's, hence the baseline).
+  int64_t driver_in_use() const {
+    size_t free_bytes = 0, total_bytes = 0;
+    CUDA_CHECK(cudaSetDevice(device_));
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    return static_cast<int64_t>(total_bytes - free_bytes);
   }
 
   // Destructor-safe free (no throw).
@@ -219,13 +303,19 @@ class CudaBackend final : public Backend {
     if (!p) return;
     ledger().on_free(p);
     cudaFree(p);
+    live_allocations_--;
   }
 
   int device_ = 0;
+  bool fused_attention_ = false;  // --attention fused
   cudaStream_t stream_ = nullptr;
+  std::unique_ptr<cuda::CopyStream> copy_stream_;  // created after cudaSetDevice, so on this device
   cuda::BlasContext blas_;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  bool reserved_ = false;          // reserve_workspace ran: the scratch may no longer grow
+  int64_t live_allocations_ = 0;   // device blocks from raw_alloc not yet freed
+  int64_t baseline_in_use_ = 0;    // driver_in_use() at construction
 };
 
 }  // namespace
@@ -252,5 +342,7 @@ CudaBackend& as_cuda(Backend& backend, const char* what) {
 
 cudaStream_t cuda_compute_stream(Backend& backend) { return as_cuda(backend, "cuda_compute_stream").stream(); }
 int cuda_backend_device(Backend& backend) { return as_cuda(backend, "cuda_backend_device").device(); }
+CudaMemoryCheck cuda_memory_check(Backend& backend) { return as_cuda(backend, "cuda_memory_check").memory_check(); }
+size_t cuda_gemm_plan_count(Backend& backend) { return as_cuda(backend, "cuda_gemm_plan_count").gemm_plan_count(); }
 
 }  // namespace gpt

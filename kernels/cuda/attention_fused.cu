@@ -1,0 +1,442 @@
+// The fused (flash-style) path of causal self-attention on the GPU: the second implementation of the
+// attention op of kernels/cuda/attention.cu (whose batched-product path stays the reference and the
+// fallback). It never materialises the (T,T) matrices in global memory: forward keeps one number per row,
+// the log-sum-exp of the scaled scores, and backward recomputes the probabilities tile by tile from it.
+//
+// Tiles: 64 query rows x 64 keys, head size HS in {32, 64}; a block of 4 warps, each warp owning 16 rows
+// of every (64, *) tile. Products run on tensor cores through WMMA (bf16 operands, fp32 accumulators) on
+// shared-memory tiles; every elementwise step is fp32. With scale s = 1/sqrt(HS) and causal keys j <= i:
+//   forward (grid: query tile x head), online softmax over the key tiles 0..qt:
+//     S = s q k^T; m' = max(m, rowmax S); P~ = exp(S - m') (rounded to bf16 for the product);
+//     l = l e^(m-m') + rowsum P~; O = O e^(m-m') + P~ v;  finally y = O / l, lse = m + log l.
+//   backward, D_i = sum_d dy_id y_id (the softmax-gradient row term, from the bf16 output), then
+//     P = exp(s q k^T - lse) (bf16), dP = dy v^T, dS = P (dP - D) (bf16), and
+//     kernel "dkdv" (grid: key tile x head) sums dv = P^T dy and dk = s dS^T q over query tiles qt >= kt;
+//     kernel "dq"   (grid: query tile x head) sums dq = s dS k over key tiles kt <= qt.
+//   Two kernels instead of atomics: every gradient element is summed in one fixed order (deterministic).
+// State (B,NH,T) fp32: lse. Scratch (B,NH,T) fp32: D.
+#include <mma.h>
+
+#include <cmath>
+#include <type_traits>
+
+#include "ops.cuh"
+
+namespace gpt::cuda {
+namespace {
+
+namespace wmma = nvcuda::wmma;
+
+constexpr int kTile = 64;                // query rows and key rows per tile
+constexpr int kWarps = 4;                // warp w owns rows [16w, 16w + 16) of every tile
+constexpr int kThreads = kWarps * kWarp;
+constexpr int kF = 16;                   // WMMA fragment edge
+constexpr int kLdT = kTile + 8;          // leading dim of bf16 (64,64) tiles (P, dS); +8 spreads banks
+constexpr int kLdS = kTile + 4;          // leading dim of the fp32 (64,64) tile (S, then dP)
+
+template <int HS>
+struct Dims {
+  static_assert(HS % kF == 0, "head size must be a multiple of 16");
+  static constexpr int kLdH = HS + 8;  // bf16 (64, HS) tiles: q, k, v, dy
+  static constexpr int kLdO = HS + 4;  // fp32 (64, HS) tiles: O, dq, dk, dv accumulators
+  static constexpr size_t kHalfTile = size_t{kTile} * kLdH * sizeof(bf16);
+  static constexpr size_t kFloatTile = size_t{kTile} * kLdO * sizeof(float);
+  static constexpr size_t kScores = size_t{kTile} * kLdS * sizeof(float);
+  static constexpr size_t kProbs = size_t{kTile} * kLdT * sizeof(bf16);
+  static constexpr size_t kRows = size_t{kTile} * sizeof(float);
+};
+
+// Bump allocator over dynamic shared memory; every piece starts 128-byte aligned (WMMA needs 32).
+struct Carver {
+  unsigned char* p;
+  template <typename X>
+  __device__ X* take(size_t bytes) {
+    X* x = reinterpret_cast<X*>(p);
+    p += (bytes + 127) & ~size_t{127};
+    return x;
+  }
+};
+constexpr size_t carved(size_t bytes) { return (bytes + 127) & ~size_t{127}; }
+
+// dst (64, HS) <- rows t0.. of a (T, *) head slice at `src` with row stride `stride`; rows >= T are zero.
+template <int HS>
+__device__ void load_tile(bf16* dst, const bf16* src, size_t stride, int t0, int T) {
+  for (int i = threadIdx.x; i < kTile * HS; i += kThreads) {
+    const int r = i / HS, d = i % HS, t = t0 + r;
+    dst[r * Dims<HS>::kLdH + d] = t < T ? src[static_cast<size_t>(t) * stride + d] : to_bf16(0.0f);
+  }
+}
+
+// dst (64) <- v[t0 + r] for rows < T, else 0.
+__device__ void load_rows(float* dst, const float* v, int t0, int T) {
+  for (int r = threadIdx.x; r < kTile; r += kThreads) dst[r] = t0 + r < T ? v[t0 + r] : 0.0f;
+}
+
+template <int HS>
+__device__ void zero_accumulator(float* acc) {
+  for (int i = threadIdx.x; i < kTile * Dims<HS>::kLdO; i += kThreads) acc[i] = 0.0f;
+}
+
+// One warp: C (16, 16*NT) (+)= A (16, 16*KT) @ B (16*KT, 16*NT), operands bf16 in shared memory, C fp32
+// row-major in shared memory. A row_major: A(m,k) = a[m*lda + k]; col_major: A(m,k) = a[k*lda + m].
+// B row_major: B(k,n) = b[k*ldb + n]; col_major: B(k,n) = b[n*ldb + k].
+template <typename LA, typename LB, int KT, int NT>
+__device__ void warp_gemm(float* c, int ldc, bool accumulate, const bf16* a, int lda, const bf16* b, int ldb) {
+  constexpr bool a_rows = std::is_same<LA, wmma::row_major>::value;
+  constexpr bool b_rows = std::is_same<LB, wmma::row_major>::value;
+  for (int n = 0; n < NT; n++) {
+    wmma::fragment<wmma::accumulator, kF, kF, kF, float> acc;
+    if (accumulate) {
+      wmma::load_matrix_sync(acc, c + n * kF, ldc, wmma::mem_row_major);
+    } else {
+      wmma::fill_fragment(acc, 0.0f);
+    }
+    for (int k = 0; k < KT; k++) {
+      wmma::fragment<wmma::matrix_a, kF, kF, kF, bf16, LA> fa;
+      wmma::fragment<wmma::matrix_b, kF, kF, kF, bf16, LB> fb;
+      wmma::load_matrix_sync(fa, a_rows ? a + k * kF : a + static_cast<size_t>(k) * kF * lda, lda);
+      wmma::load_matrix_sync(fb, b_rows ? b + static_cast<size_t>(k) * kF * ldb + n * kF
+                                        : b + static_cast<size_t>(n) * kF * ldb + k * kF,
+                             ldb);
+      wmma::mma_sync(acc, fa, fb, acc);
+    }
+    wmma::store_matrix_sync(c + n * kF, acc, ldc, wmma::mem_row_major);
+  }
+}
+
+// ---- forward ------------------------------------------------------------------------------------
+
+template <int HS>
+size_t forward_smem_bytes() {
+  using D = Dims<HS>;
+  return 3 * carved(D::kHalfTile) + carved(D::kScores) + carved(D::kProbs) + carved(D::kFloatTile);
+}
+
+// The online-softmax step for the warp's 16 rows of the current key tile: S (scaled, masked) -> P~ (bf16),
+// O rows rescaled; the running max m and sum l of row r0 + r live in lane r's registers.
+template <int HS>
+__device__ void online_softmax_rows(bf16* P, float* O, const float* S, float scale, int r0, int q0, int k0,
+                                    float& m_lane, float& l_lane) {
+  const int lane = threadIdx.x % kWarp;
+  for (int r = 0; r < kF; r++) {
+    const int row = r0 + r, qi = q0 + row;
+    const float m_old = __shfl_sync(0xffffffffu, m_lane, r);
+    float x[kTile / kWarp];
+    float mx = -INFINITY;
+    for (int c = 0; c < kTile / kWarp; c++) {
+      const int j = lane + c * kWarp;
+      x[c] = k0 + j <= qi ? S[row * kLdS + j] * scale : -INFINITY;
+      mx = fmaxf(mx, x[c]);
+    }
+    const float m_new = fmaxf(m_old, warp_max(mx));  // finite: key 0 is in every row's first tile
+    float sum = 0.0f;
+    for (int c = 0; c < kTile / kWarp; c++) {
+      const float p = x[c] == -INFINITY ? 0.0f : expf(x[c] - m_new);
+      sum += p;
+      P[row * kLdT + lane + c * kWarp] = to_bf16(p);
+    }
+    sum = warp_sum(sum);
+    const float alpha = expf(m_old - m_new);  // 0 on the first tile (m_old = -inf)
+    for (int d = lane; d < HS; d += kWarp) O[row * Dims<HS>::kLdO + d] *= alpha;
+    if (lane == r) {
+      l_lane = l_lane * alpha + sum;
+      m_lane = m_new;
+    }
+  }
+}
+
+template <int HS>
+__global__ void __launch_bounds__(kThreads)
+    fused_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH, float scale) {
+  using D = Dims<HS>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  Carver cv{smem};
+  bf16* q = cv.take<bf16>(D::kHalfTile);    // (64, HS)
+  bf16* k = cv.take<bf16>(D::kHalfTile);    // (64, HS)
+  bf16* v = cv.take<bf16>(D::kHalfTile);    // (64, HS)
+  float* S = cv.take<float>(D::kScores);    // (64, 64)
+  bf16* P = cv.take<bf16>(D::kProbs);       // (64, 64)
+  float* O = cv.take<float>(D::kFloatTile); // (64, HS)
+
+  const int qt = gridDim.x - 1 - blockIdx.x;  // the longest rows first: better tail balance
+  const int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HS, q0 = qt * kTile;
+  const size_t stride = 3 * static_cast<size_t>(C);
+  const bf16* base = qkv + static_cast<size_t>(b) * T * stride + static_cast<size_t>(h) * HS;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, r0 = warp * kF;
+
+  load_tile<HS>(q, base, stride, q0, T);
+  zero_accumulator<HS>(O);
+  float m_lane = -INFINITY, l_lane = 0.0f;  // lane r < 16: row r0 + r
+  for (int kt = 0; kt <= qt; kt++) {
+    load_tile<HS>(k, base + C, stride, kt * kTile, T);
+    load_tile<HS>(v, base + 2 * C, stride, kt * kTile, T);
+    __syncthreads();
+    warp_gemm<wmma::row_major, wmma::col_major, HS / kF, kTile / kF>(S + r0 * kLdS, kLdS, false,
+                                                                     q + r0 * D::kLdH, D::kLdH, k, D::kLdH);
+    __syncwarp();
+    online_softmax_rows<HS>(P, O, S, scale, r0, q0, kt * kTile, m_lane, l_lane);
+    __syncwarp();
+    warp_gemm<wmma::row_major, wmma::row_major, kTile / kF, HS / kF>(O + r0 * D::kLdO, D::kLdO, true,
+                                                                     P + r0 * kLdT, kLdT, v, D::kLdH);
+    __syncwarp();
+    __syncthreads();  // every warp is done with k and v before the next tile overwrites them
+  }
+  for (int r = 0; r < kF; r++) {
+    const float l = __shfl_sync(0xffffffffu, l_lane, r), m = __shfl_sync(0xffffffffu, m_lane, r);
+    const int row = r0 + r, t = q0 + row;
+    if (t >= T) continue;  // uniform per warp
+    bf16* y = out + (static_cast<size_t>(b) * T + t) * C + static_cast<size_t>(h) * HS;
+    const float inv = 1.0f / l;
+    for (int d = lane; d < HS; d += kWarp) y[d] = to_bf16(O[row * D::kLdO + d] * inv);
+    if (lane == 0) lse[static_cast<size_t>(bh) * T + t] = m + logf(l);
+  }
+}
+
+// ---- backward -----------------------------------------------------------------------------------
+
+// D[bh, t] = sum_d dy[b,t,h,d] * y[b,t,h,d]; one warp per (b, t, h).
+__global__ void row_dot_kernel(float* Dv, const bf16* dout, const bf16* out, int B, int T, int NH, int HS) {
+  const int lane = threadIdx.x % kWarp;
+  const size_t w = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
+  if (w >= static_cast<size_t>(B) * T * NH) return;  // uniform per warp
+  const int h = static_cast<int>(w % NH);
+  const size_t bt = w / NH;  // b * T + t
+  const size_t off = bt * NH * HS + static_cast<size_t>(h) * HS;
+  float s = 0.0f;
+  for (int d = lane; d < HS; d += kWarp) s += to_f32(dout[off + d]) * to_f32(out[off + d]);
+  s = warp_sum(s);
+  const size_t b = bt / T, t = bt % T;
+  if (lane == 0) Dv[(b * NH + h) * T + t] = s;
+}
+
+// Both backward kernels' common step for the warp's 16 query rows of one (query tile, key tile) pair:
+//   S = q k^T -> P = exp(s S - lse) masked (bf16); dP = dy v^T (into S); dS = P (dP - D) (bf16).
+template <int HS>
+__device__ void probs_and_dscores(bf16* P, bf16* dS, float* S, const bf16* q, const bf16* dy, const bf16* k,
+                                  const bf16* v, const float* lse, const float* Dv, float scale, int r0, int q0,
+                                  int k0, int T) {
+  using Dm = Dims<HS>;
+  const int lane = threadIdx.x % kWarp;
+  warp_gemm<wmma::row_major, wmma::col_major, HS / kF, kTile / kF>(S + r0 * kLdS, kLdS, false, q + r0 * Dm::kLdH,
+                                                                   Dm::kLdH, k, Dm::kLdH);
+  __syncwarp();
+  for (int r = 0; r < kF; r++) {
+    const int row = r0 + r, qi = q0 + row;
+    for (int j = lane; j < kTile; j += kWarp) {
+      const bool keep = k0 + j <= qi && qi < T;
+      P[row * kLdT + j] = to_bf16(keep ? expf(S[row * kLdS + j] * scale - lse[row]) : 0.0f);
+    }
+  }
+  __syncwarp();
+  warp_gemm<wmma::row_major, wmma::col_major, HS / kF, kTile / kF>(S + r0 * kLdS, kLdS, false, dy + r0 * Dm::kLdH,
+                                                                   Dm::kLdH, v, Dm::kLdH);
+  __syncwarp();
+  for (int r = 0; r < kF; r++) {
+    const int row = r0 + r;
+    for (int j = lane; j < kTile; j += kWarp)
+      dS[row * kLdT + j] = to_bf16(to_f32(P[row * kLdT + j]) * (S[row * kLdS + j] - Dv[row]));
+  }
+  __syncwarp();
+}
+
+// Shared memory of both backward kernels: four (64, HS) bf16 tiles, S, P, dS, two (64, HS) fp32
+// accumulators (dk and dv; the dq kernel uses one), lse and D of the query rows.
+template <int HS>
+size_t backward_smem_bytes() {
+  using D = Dims<HS>;
+  return 4 * carved(D::kHalfTile) + carved(D::kScores) + 2 * carved(D::kProbs) + 2 * carved(D::kFloatTile) +
+         2 * carved(D::kRows);
+}
+
+struct BackwardTiles {
+  bf16 *q, *k, *v, *dy;  // (64, HS) each
+  float* S;              // (64, 64)
+  bf16 *P, *dS;          // (64, 64) each
+  float *acc0, *acc1;    // (64, HS) each
+  float *lse, *D;        // (64) each
+};
+
+template <int HS>
+__device__ BackwardTiles carve_backward(unsigned char* smem) {
+  using Dm = Dims<HS>;
+  Carver cv{smem};
+  BackwardTiles t;
+  t.q = cv.take<bf16>(Dm::kHalfTile), t.k = cv.take<bf16>(Dm::kHalfTile);
+  t.v = cv.take<bf16>(Dm::kHalfTile), t.dy = cv.take<bf16>(Dm::kHalfTile);
+  t.S = cv.take<float>(Dm::kScores);
+  t.P = cv.take<bf16>(Dm::kProbs), t.dS = cv.take<bf16>(Dm::kProbs);
+  t.acc0 = cv.take<float>(Dm::kFloatTile), t.acc1 = cv.take<float>(Dm::kFloatTile);
+  t.lse = cv.take<float>(Dm::kRows), t.D = cv.take<float>(Dm::kRows);
+  return t;
+}
+
+// dst rows t0.. (< T) of a (T, *) head slice with row stride `stride` <- s * acc (64, HS), as bf16.
+template <int HS>
+__device__ void store_rows(bf16* dst, size_t stride, const float* acc, float s, int t0, int T) {
+  for (int i = threadIdx.x; i < kTile * HS; i += kThreads) {
+    const int r = i / HS, d = i % HS, t = t0 + r;
+    if (t < T) dst[static_cast<size_t>(t) * stride + d] = to_bf16(s * acc[r * Dims<HS>::kLdO + d]);
+  }
+}
+
+template <int HS>
+__global__ void __launch_bounds__(kThreads)
+    fused_backward_dkdv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dv,
+                               int T, int NH, float scale) {
+  using Dm = Dims<HS>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const BackwardTiles s = carve_backward<HS>(smem);
+  const int kt = blockIdx.x, bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HS, k0 = kt * kTile;
+  const size_t stride = 3 * static_cast<size_t>(C);
+  const size_t head = static_cast<size_t>(h) * HS;
+  const bf16* base = qkv + static_cast<size_t>(b) * T * stride + head;
+  const bf16* dy_base = dout + static_cast<size_t>(b) * T * C + head;
+  const int r0 = (threadIdx.x / kWarp) * kF, tiles = (T + kTile - 1) / kTile;
+
+  load_tile<HS>(s.k, base + C, stride, k0, T);
+  load_tile<HS>(s.v, base + 2 * C, stride, k0, T);
+  zero_accumulator<HS>(s.acc0);  // dk
+  zero_accumulator<HS>(s.acc1);  // dv
+  for (int qt = kt; qt < tiles; qt++) {
+    const int q0 = qt * kTile;
+    load_tile<HS>(s.q, base, stride, q0, T);
+    load_tile<HS>(s.dy, dy_base, C, q0, T);
+    load_rows(s.lse, lse + static_cast<size_t>(bh) * T, q0, T);
+    load_rows(s.D, Dv + static_cast<size_t>(bh) * T, q0, T);
+    __syncthreads();
+    probs_and_dscores<HS>(s.P, s.dS, s.S, s.q, s.dy, s.k, s.v, s.lse, s.D, scale, r0, q0, k0, T);
+    __syncthreads();  // P and dS of every query row are needed for this warp's key rows
+    // dv (keys r0.., HS) += P^T dy;  dk (keys r0.., HS) += dS^T q
+    warp_gemm<wmma::col_major, wmma::row_major, kTile / kF, HS / kF>(s.acc1 + r0 * Dm::kLdO, Dm::kLdO, true,
+                                                                     s.P + r0, kLdT, s.dy, Dm::kLdH);
+    warp_gemm<wmma::col_major, wmma::row_major, kTile / kF, HS / kF>(s.acc0 + r0 * Dm::kLdO, Dm::kLdO, true,
+                                                                     s.dS + r0, kLdT, s.q, Dm::kLdH);
+    __syncthreads();  // before the next query tile overwrites q, dy, P and dS
+  }
+  bf16* dbase = dqkv + static_cast<size_t>(b) * T * stride + head;
+  store_rows<HS>(dbase + C, stride, s.acc0, scale, k0, T);
+  store_rows<HS>(dbase + 2 * C, stride, s.acc1, 1.0f, k0, T);
+}
+
+template <int HS>
+__global__ void __launch_bounds__(kThreads)
+    fused_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dv,
+                             int T, int NH, float scale) {
+  using Dm = Dims<HS>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const BackwardTiles s = carve_backward<HS>(smem);
+  const int qt = gridDim.x - 1 - blockIdx.x;
+  const int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HS, q0 = qt * kTile;
+  const size_t stride = 3 * static_cast<size_t>(C);
+  const size_t head = static_cast<size_t>(h) * HS;
+  const bf16* base = qkv + static_cast<size_t>(b) * T * stride + head;
+  const int r0 = (threadIdx.x / kWarp) * kF;
+
+  load_tile<HS>(s.q, base, stride, q0, T);
+  load_tile<HS>(s.dy, dout + static_cast<size_t>(b) * T * C + head, C, q0, T);
+  load_rows(s.lse, lse + static_cast<size_t>(bh) * T, q0, T);
+  load_rows(s.D, Dv + static_cast<size_t>(bh) * T, q0, T);
+  zero_accumulator<HS>(s.acc0);  // dq
+  for (int kt = 0; kt <= qt; kt++) {
+    load_tile<HS>(s.k, base + C, stride, kt * kTile, T);
+    load_tile<HS>(s.v, base + 2 * C, stride, kt * kTile, T);
+    __syncthreads();
+    probs_and_dscores<HS>(s.P, s.dS, s.S, s.q, s.dy, s.k, s.v, s.lse, s.D, scale, r0, q0, kt * kTile, T);
+    // dq (queries r0.., HS) += dS k: only this warp's rows of dS are read
+    warp_gemm<wmma::row_major, wmma::row_major, kTile / kF, HS / kF>(s.acc0 + r0 * Dm::kLdO, Dm::kLdO, true,
+                                                                     s.dS + r0 * kLdT, kLdT, s.k, Dm::kLdH);
+    __syncthreads();  // before the next key tile overwrites k and v
+  }
+  store_rows<HS>(dqkv + static_cast<size_t>(b) * T * stride + head, stride, s.acc0, scale, q0, T);
+}
+
+// Opts a kernel into more than 48 KiB of dynamic shared memory (once per kernel) after checking the device
+// has it.
+template <typename Kernel>
+void allow_smem(Kernel kernel, size_t bytes) {
+  int dev = 0, optin = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  GPT_CHECK(bytes <= static_cast<size_t>(optin), "--attention fused: needs ", bytes,
+            " bytes of shared memory per block, this GPU allows ", optin, " (use --attention simple)");
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
+
+dim3 tile_grid(int B, int T, int NH) {
+  const size_t heads = static_cast<size_t>(B) * NH;
+  GPT_CHECK(heads <= 65535, "--attention fused: batch x heads ", heads, " exceeds the grid limit 65535");
+  return dim3(static_cast<unsigned>(ceil_div(T, kTile)), static_cast<unsigned>(heads));
+}
+
+template <int HS>
+void forward_hs(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, cudaStream_t stream) {
+  static bool ready = false;
+  const size_t smem = forward_smem_bytes<HS>();
+  if (!ready) allow_smem(fused_forward_kernel<HS>, smem), ready = true;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+  fused_forward_kernel<HS><<<tile_grid(B, T, NH), kThreads, smem, stream>>>(out, lse, qkv, T, NH, scale);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <int HS>
+void backward_hs(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dv, int B, int T,
+                 int NH, cudaStream_t stream) {
+  static bool ready = false;
+  const size_t smem = backward_smem_bytes<HS>();
+  if (!ready) {
+    allow_smem(fused_backward_dkdv_kernel<HS>, smem);
+    allow_smem(fused_backward_dq_kernel<HS>, smem);
+    ready = true;
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+  const dim3 grid = tile_grid(B, T, NH);
+  fused_backward_dkdv_kernel<HS><<<grid, kThreads, smem, stream>>>(dqkv, dout, qkv, lse, Dv, T, NH, scale);
+  CUDA_CHECK_LAUNCH();
+  fused_backward_dq_kernel<HS><<<grid, kThreads, smem, stream>>>(dqkv, dout, qkv, lse, Dv, T, NH, scale);
+  CUDA_CHECK_LAUNCH();
+}
+
+int head_size(int C, int NH) {
+  GPT_CHECK(NH > 0 && C % NH == 0, "cuda attention: channels ", C, " not divisible by heads ", NH);
+  const int hs = C / NH;
+  GPT_CHECK(hs == 32 || hs == 64, "--attention fused: supports head sizes 32 and 64, this model has ", hs,
+            " (use --attention simple)");
+  return hs;
+}
+
+}  // namespace
+
+bool fused_attention_supports(int C, int NH) {
+  return NH > 0 && C % NH == 0 && (C / NH == 32 || C / NH == 64);
+}
+
+size_t fused_attention_state_bytes(int B, int T, int NH) {
+  return static_cast<size_t>(B) * NH * T * sizeof(float);
+}
+
+size_t fused_attention_scratch_bytes(int B, int T, int NH) {
+  return align_up(static_cast<size_t>(B) * NH * T * sizeof(float));
+}
+
+void fused_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH,
+                             cudaStream_t stream) {
+  const int hs = head_size(C, NH);
+  if (B == 0 || T == 0) return;
+  if (hs == 32) forward_hs<32>(out, lse, qkv, B, T, NH, stream);
+  if (hs == 64) forward_hs<64>(out, lse, qkv, B, T, NH, stream);
+}
+
+void fused_attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse,
+                              int B, int T, int C, int NH, void* scratch, cudaStream_t stream) {
+  const int hs = head_size(C, NH);
+  if (B == 0 || T == 0) return;
+  float* Dv = static_cast<float*>(scratch);  // (B, NH, T)
+  const size_t warps = static_cast<size_t>(B) * T * NH;
+  row_dot_kernel<<<static_cast<unsigned>(ceil_div(warps * kWarp, 256)), 256, 0, stream>>>(Dv, dout, out, B, T,
+                                                                                          NH, hs);
+  CUDA_CHECK_LAUNCH();
+  if (hs == 32) backward_hs<32>(dqkv, dout, qkv, lse, Dv, B, T, NH, stream);
+  if (hs == 64) backward_hs<64>(dqkv, dout, qkv, lse, Dv, B, T, NH, stream);
+}
+
+}  // namespace gpt::cuda

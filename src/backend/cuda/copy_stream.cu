@@ -1,0 +1,48 @@
+// See copy_stream.h.
+#include "backend/cuda/copy_stream.h"
+
+#include "core/check.h"
+#include "cuda/common.cuh"
+
+namespace gpt::cuda {
+
+CopyStream::CopyStream() : done_(kSlots, nullptr) {
+  // Lower priority than compute is the default; copies only need to progress, not to preempt.
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming));
+  for (auto& e : done_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+}
+
+CopyStream::~CopyStream() {  // no throwing in a destructor: errors here are ignored
+  if (stream_) cudaStreamSynchronize(stream_);
+  for (auto e : done_)
+    if (e) cudaEventDestroy(e);
+  if (compute_ready_) cudaEventDestroy(compute_ready_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+uint64_t CopyStream::copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t compute) {
+  const uint64_t t = next_++;
+  CUDA_CHECK(cudaEventRecord(compute_ready_, compute));
+  CUDA_CHECK(cudaStreamWaitEvent(stream_, compute_ready_, 0));
+  if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream_));
+  CUDA_CHECK(cudaEventRecord(done_[t % kSlots], stream_));
+  return t;
+}
+
+cudaEvent_t CopyStream::slot(uint64_t ticket, const char* what) const {
+  GPT_CHECK(ticket >= 1 && ticket < next_, what, ": copy ticket ", ticket, " was never issued");
+  GPT_CHECK(next_ - ticket <= kSlots, what, ": copy ticket ", ticket, " is older than the last ", kSlots,
+            " copies (its event was reused)");
+  return done_[ticket % kSlots];
+}
+
+void CopyStream::wait_device(uint64_t ticket, cudaStream_t compute) {
+  CUDA_CHECK(cudaStreamWaitEvent(compute, slot(ticket, "wait_copy_device"), 0));
+}
+
+void CopyStream::wait_host(uint64_t ticket) { CUDA_CHECK(cudaEventSynchronize(slot(ticket, "wait_copy_host"))); }
+
+void CopyStream::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+}  // namespace gpt::cuda
