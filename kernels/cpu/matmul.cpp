@@ -46,6 +46,12 @@ void bias_backward(float* dbias, const float* dout, int N, int OC) {
 }
 }  // namespace
 
+void matmul_gelu_forward(float* out, float* pre, const float* inp, const float* w, const float* bias, int N, int C,
+                         int OC) {
+  matmul_forward(pre, inp, w, bias, N, C, OC);
+  gelu_forward(out, pre, static_cast<size_t>(N) * OC);
+}
+
 void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
                      int N, int C, int OC) {
   if (dinp) {

@@ -42,6 +42,9 @@ void layernorm_backward(float* dinp /*(N,C) =*/, float* dw /*(C) +=*/, float* db
 // ---- matmul: out = inp @ w^T + bias -------------------------------------------------------------
 void matmul_forward(float* out /*(N,OC)*/, const float* inp /*(N,C)*/, const float* w /*(OC,C)*/,
                     const float* bias /*(OC) or null*/, int N, int C, int OC);
+// pre = inp @ w^T + bias, out = gelu(pre): the two ops in sequence (the GPU fuses them into one product).
+void matmul_gelu_forward(float* out /*(N,OC)*/, float* pre /*(N,OC)*/, const float* inp /*(N,C)*/,
+                         const float* w /*(OC,C)*/, const float* bias /*(OC) or null*/, int N, int C, int OC);
 void matmul_backward(float* dinp /*(N,C) = or null*/, float* dw /*(OC,C) +=*/, float* dbias /*(OC) += or null*/,
                      const float* dout /*(N,OC)*/, const float* inp /*(N,C)*/, const float* w /*(OC,C)*/, int N,
                      int C, int OC);

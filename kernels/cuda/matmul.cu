@@ -55,6 +55,8 @@ GemmKey key_of(const GemmSpec& g) {
   k.align_b = operand_alignment(reinterpret_cast<uintptr_t>(g.B), g.stride_b, sizeof(bf16), g.batch);
   k.align_c = operand_alignment(reinterpret_cast<uintptr_t>(g.C), g.stride_c, c_bytes, g.batch);
   k.align_bias = operand_alignment(reinterpret_cast<uintptr_t>(g.bias), 0, sizeof(bf16), 1);
+  k.gelu = g.gelu_aux != nullptr;
+  k.align_aux = operand_alignment(reinterpret_cast<uintptr_t>(g.gelu_aux), 0, sizeof(bf16), 1);
   return k;
 }
 
@@ -132,8 +134,14 @@ GemmPlan make_plan(const BlasContext& ctx, const GemmSpec& g, const GemmKey& k) 
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &op1, sizeof(op1)));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &op2, sizeof(op2)));
   if (g.bias) {
-    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;  // bias type defaults to D's type (bf16)
+    // bias (and aux) types default to D's type (bf16); the aux matrix has D's shape, leading dim ldc
+    const cublasLtEpilogue_t epi = g.gelu_aux ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    if (g.gelu_aux) {
+      const int64_t aux_ld = g.ldc;
+      CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+    }
     CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
   }
@@ -163,6 +171,10 @@ GemmPlan make_plan(const BlasContext& ctx, const GemmSpec& g, const GemmKey& k) 
   // "No algorithm" comes back either as found == 0 or as CUBLAS_STATUS_NOT_SUPPORTED: name the product.
   const cublasStatus_t st =
       cublasLtMatmulAlgoGetHeuristic(ctx.handle, p.op, p.a, p.b, p.d, p.d, pref.pref, 1, &heur, &found);
+  if (g.gelu_aux && !(st == CUBLAS_STATUS_SUCCESS && found > 0)) {  // optional fusion: the caller falls back
+    p.supported = false;
+    return p;
+  }
   GPT_CHECK(st == CUBLAS_STATUS_SUCCESS && found > 0, "cuda gemm: cuBLASLt has no algorithm (",
             cublasLtGetStatusName(st), ") for M=", g.M, " N=", g.N, " K=", g.K, " lda=", g.lda, " ldb=", g.ldb,
             " ldc=", g.ldc, " batch=", g.batch, " trans_a=", g.trans_a, " trans_b=", g.trans_b,
@@ -176,19 +188,29 @@ GemmPlan make_plan(const BlasContext& ctx, const GemmSpec& g, const GemmKey& k) 
 // Plans a shape on its first call; afterwards only the per-call pointers change. Calls come from one host
 // thread (the backend's), so the cache needs no lock. The descriptors are read when the product is
 // enqueued, so updating the bias pointer for the next call cannot affect a product still in flight.
-void gemm(const BlasContext& ctx, const GemmSpec& g, cudaStream_t stream) {
+bool try_gemm(const BlasContext& ctx, const GemmSpec& g, cudaStream_t stream) {
   GPT_CHECK(g.M > 0 && g.N > 0 && g.K > 0 && g.batch > 0, "cuda gemm: empty product M=", g.M, " N=", g.N,
             " K=", g.K, " batch=", g.batch);
   GPT_CHECK(!g.bias || (!g.c_f32 && g.batch == 1), "cuda gemm: a bias needs a bf16 output and batch 1");
+  GPT_CHECK(!g.gelu_aux || g.bias, "cuda gemm: the GELU epilogue is only planned with a bias");
   const GemmKey key = key_of(g);
   auto it = ctx.plans.find(key);
   if (it == ctx.plans.end()) it = ctx.plans.emplace(key, make_plan(ctx, g, key)).first;
   const GemmPlan& p = it->second;
+  if (!p.supported) return false;
   if (g.bias)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
+  if (g.gelu_aux)
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.gelu_aux,
+                                                sizeof(g.gelu_aux)));
   // C and D are the same buffer with the same layout (in place); with beta 0 C is not read.
   CUBLAS_CHECK(cublasLtMatmul(ctx.handle, p.op, &g.alpha, g.B, p.a, g.A, p.b, &g.beta, g.C, p.d, g.C, p.d,
                               &p.algo, ctx.workspace, ctx.workspace_bytes, stream));
+  return true;
+}
+
+void gemm(const BlasContext& ctx, const GemmSpec& g, cudaStream_t stream) {
+  GPT_CHECK(try_gemm(ctx, g, stream), "cuda gemm: no algorithm");  // only optional fusions return false
 }
 
 void matmul_forward(bf16* out, const bf16* inp, const bf16* w, const bf16* bias, int N, int C, int OC,
@@ -201,6 +223,23 @@ void matmul_forward(bf16* out, const bf16* inp, const bf16* w, const bf16* bias,
   g.C = out, g.ldc = OC;
   g.bias = bias;
   gemm(ctx, g, stream);
+}
+
+void matmul_gelu_forward(bf16* out, bf16* pre, const bf16* inp, const bf16* w, const bf16* bias, int N, int C,
+                         int OC, const BlasContext& ctx, cudaStream_t stream) {
+  if (N == 0) return;
+  GemmSpec g;
+  g.M = N, g.N = OC, g.K = C;
+  g.A = inp, g.lda = C;
+  g.B = w, g.ldb = C, g.trans_b = true;
+  g.C = out, g.ldc = OC;
+  g.bias = bias;
+  g.gelu_aux = pre;
+  // The epilogue's aux output wants 16-byte alignment and a leading dimension divisible by 8.
+  const bool aux_ok = reinterpret_cast<uintptr_t>(pre) % 16 == 0 && OC % 8 == 0;
+  if (bias && aux_ok && try_gemm(ctx, g, stream)) return;
+  matmul_forward(pre, inp, w, bias, N, C, OC, ctx, stream);
+  gelu_forward(out, pre, static_cast<size_t>(N) * OC, stream);
 }
 
 size_t matmul_backward_scratch_bytes(int N, int OC) {

@@ -21,6 +21,7 @@ struct GemmPlan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  bool supported = true;  // false: the heuristic found no algorithm (kept, so it is asked once per shape)
   GemmPlan() = default;
   GemmPlan(GemmPlan&& o) noexcept;
   GemmPlan(const GemmPlan&) = delete;
@@ -63,8 +64,14 @@ struct GemmSpec {
   float alpha = 1.0f;
   float beta = 0.0f;
   const bf16* bias = nullptr;
+  // With a bias only: C = gelu(product + bias) (tanh GELU, cuBLASLt's GELU_AUX_BIAS epilogue) and
+  // gelu_aux (same layout and ldc as C, bf16) = product + bias, the pre-activation backward needs.
+  bf16* gelu_aux = nullptr;
 };
 void gemm(const BlasContext& ctx, const GemmSpec& g, cudaStream_t stream);
+// As gemm, but returns false (running nothing) when cuBLASLt has no algorithm for the product instead of
+// failing: for optional fusions (the GELU epilogue) that have a plain fallback.
+bool try_gemm(const BlasContext& ctx, const GemmSpec& g, cudaStream_t stream);
 
 // ---- encoder.cu -------------------------------------------------------------------------------
 void encoder_forward(bf16* out /*(B,T,C)*/, const int* tokens /*(B,T)*/, const bf16* wte /*(Vp,C)*/,
@@ -85,6 +92,11 @@ void layernorm_backward(bf16* dinp /*(N,C) =*/, float* dw /*(C) +=*/, float* db 
 void matmul_forward(bf16* out /*(N,OC)*/, const bf16* inp /*(N,C)*/, const bf16* w /*(OC,C)*/,
                     const bf16* bias /*(OC) or null*/, int N, int C, int OC, const BlasContext& ctx,
                     cudaStream_t stream);
+// out = gelu(inp @ w^T + bias), pre = inp @ w^T + bias: one product with the GELU epilogue where cuBLASLt
+// has it for the shape, else the product then the gelu kernel (the same values up to the epilogue's fp32
+// GELU of the unrounded pre-activation).
+void matmul_gelu_forward(bf16* out /*(N,OC)*/, bf16* pre /*(N,OC)*/, const bf16* inp /*(N,C)*/, const bf16* w /*(OC,C)*/,
+                         const bf16* bias /*(OC)*/, int N, int C, int OC, const BlasContext& ctx, cudaStream_t stream);
 size_t matmul_backward_scratch_bytes(int N, int OC);
 void matmul_backward(bf16* dinp /*(N,C) = or null*/, float* dw /*(OC,C) +=*/, float* dbias /*(OC) += or null*/,
                      const bf16* dout /*(N,OC)*/, const bf16* inp /*(N,C)*/, const bf16* w /*(OC,C)*/, int N,

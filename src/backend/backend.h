@@ -97,6 +97,11 @@ class Backend {
   // matmul: out = inp @ w^T + bias (bias may be null)
   virtual void matmul_forward(void* out /*(N,OC)*/, const void* inp /*(N,C)*/, const void* w /*(OC,C)*/,
                               const void* bias /*(OC) or null*/, int N, int C, int OC) = 0;
+  // The MLP's first layer: pre = inp @ w^T + bias and out = gelu(pre), both kept (backward needs pre).
+  // cpu: matmul then gelu; cuda: one product with cuBLASLt's GELU epilogue (GELU of the fp32 accumulator,
+  // so out may differ from gelu(bf16 pre) by a bf16 rounding), falling back to the two ops.
+  virtual void matmul_gelu_forward(void* out /*(N,OC)*/, void* pre /*(N,OC)*/, const void* inp /*(N,C)*/,
+                                   const void* w /*(OC,C)*/, const void* bias /*(OC)*/, int N, int C, int OC) = 0;
   // dinp may be null (no input gradient needed); dbias may be null (no bias).
   virtual void matmul_backward(void* dinp /*(N,C) =*/, float* dw /*(OC,C) +=*/, float* dbias /*(OC) +=*/,
                                const void* dout /*(N,OC)*/, const void* inp /*(N,C)*/,

@@ -64,6 +64,10 @@ class CpuBackend final : public Backend {
                       int OC) override {
     cpu::matmul_forward(f(out), f(inp), f(w), f(bias), N, C, OC);
   }
+  void matmul_gelu_forward(void* out, void* pre, const void* inp, const void* w, const void* bias, int N, int C,
+                           int OC) override {
+    cpu::matmul_gelu_forward(f(out), f(pre), f(inp), f(w), f(bias), N, C, OC);
+  }
   void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp, const void* w,
                        int N, int C, int OC) override {
     cpu::matmul_backward(f(dinp), dw, dbias, f(dout), f(inp), f(w), N, C, OC);

@@ -58,8 +58,12 @@ void GPT::block_forward(int l, const BlockParams& p, const void* x, void* out, b
     be_.residual_forward(a.res2, x, tmp, (size_t)N * C);
   }
   if (run(k.ln2 && k.ln2_stats)) be_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, N, C);
-  if (run(k.fch)) be_.matmul_forward(a.fch, a.ln2, p.fcw, p.fcb, N, C, 4 * C);
-  if (run(k.fch_gelu)) be_.gelu_forward(a.fch_gelu, a.fch, (size_t)N * 4 * C);
+  if (run(k.fch) && run(k.fch_gelu)) {  // one product with the GELU in its epilogue where the backend can
+    be_.matmul_gelu_forward(a.fch_gelu, a.fch, a.ln2, p.fcw, p.fcb, N, C, 4 * C);
+  } else {
+    if (run(k.fch)) be_.matmul_forward(a.fch, a.ln2, p.fcw, p.fcb, N, C, 4 * C);
+    if (run(k.fch_gelu)) be_.gelu_forward(a.fch_gelu, a.fch, (size_t)N * 4 * C);
+  }
   if (!only_scratch) {
     be_.matmul_forward(tmp, a.fch_gelu, p.fcprojw, p.fcprojb, N, 4 * C, C);
     be_.residual_forward(out, a.res2, tmp, (size_t)N * C);

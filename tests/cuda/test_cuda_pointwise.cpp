@@ -9,22 +9,6 @@
 namespace gpt::test {
 namespace {
 
-constexpr double kS2Pi = 0.7978845608028654;  // sqrt(2/pi)
-constexpr double kCubic = 0.044715;
-
-// Both twins compute gelu(x) = x * s, s = 1 / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3): u costs five
-// roundings of quantities <= sqrt(2/pi) (|x| + 0.044715 |x|^3), and s moves by ds/du = 2 s (1 - s) per unit of
-// u, plus 6u of its own (exp 4u, one addition, one division).
-struct GeluBound {
-  double s, ds;
-  explicit GeluBound(double x) {
-    const double u = kS2Pi * (x + kCubic * x * x * x);
-    const double du = 5 * kU * kS2Pi * (std::fabs(x) + kCubic * std::fabs(x * x * x));
-    s = 1.0 / (1.0 + std::exp(-2 * u));
-    ds = 2 * s * (1 - s) * du + 6 * kU * s;
-  }
-};
-
 TEST_F(CudaTwin, GeluForward) {
   const size_t n = 5003;
   Rng rng(201);

@@ -139,6 +139,22 @@ inline void expect_within(const std::string& what, const std::vector<float>& got
                   << tol[worst];
 }
 
+constexpr double kS2Pi = 0.7978845608028654;  // sqrt(2/pi)
+constexpr double kCubic = 0.044715;
+
+// Both twins compute gelu(x) = x * s, s = 1 / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3): u costs five
+// roundings of quantities <= sqrt(2/pi) (|x| + 0.044715 |x|^3), and s moves by ds/du = 2 s (1 - s) per unit of
+// u, plus 6u of its own (exp 4u, one addition, one division).
+struct GeluBound {
+  double s, ds;
+  explicit GeluBound(double x) {
+    const double u = kS2Pi * (x + kCubic * x * x * x);
+    const double du = 5 * kU * kS2Pi * (std::fabs(x) + kCubic * std::fabs(x * x * x));
+    s = 1.0 / (1.0 + std::exp(-2 * u));
+    ds = 2 * s * (1 - s) * du + 6 * kU * s;
+  }
+};
+
 // The twin check: GPU vs reference (GPU bound), CPU vs reference (CPU bound), GPU vs CPU (sum of both).
 inline void expect_twins(const std::string& what, const std::vector<float>& gpu, const std::vector<float>& cpu,
                          const std::vector<double>& ref, const std::vector<double>& tol_gpu,

@@ -37,6 +37,25 @@ TEST(Matmul, ForwardMatchesNaiveLoop) {
   check_forward(37, 70, 300, true, 4);
 }
 
+// matmul_gelu_forward: pre as matmul_forward, out = tanh-form GELU of pre (double reference; GELU's
+// slope is at most 1.13 and the float evaluation adds a few ulps).
+TEST(Matmul, GeluForwardMatchesNaiveLoop) {
+  auto be = cpu_backend();
+  const int N = 9, C = 70, OC = 33;
+  auto x = randn(N * C, 11), w = randn(OC * C, 12), bias = randn(OC, 13);
+  std::vector<float> pre(N * OC, 7.0f), out(N * OC, 7.0f);
+  be->matmul_gelu_forward(out.data(), pre.data(), x.data(), w.data(), bias.data(), N, C, OC);
+  auto bd = to_double(bias);
+  const auto ref = matmul_ref(to_double(x), to_double(w), &bd, N, C, OC);
+  std::vector<double> gelu(ref.size());
+  for (size_t i = 0; i < ref.size(); i++) {
+    const double v = ref[i];
+    gelu[i] = 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+  }
+  EXPECT_TRUE(all_close(pre, ref, kAtol * std::sqrt(C), kRtol));
+  EXPECT_TRUE(all_close(out, gelu, 1.13 * kAtol * std::sqrt(C) + 1e-6, kRtol + 1e-6));
+}
+
 struct BackwardCase {
   int N, C, OC;
   bool bias, want_dinp;

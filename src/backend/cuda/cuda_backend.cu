@@ -165,6 +165,10 @@ class CudaBackend final : public Backend {
                       int OC) override {
     cuda::matmul_forward(H(out), H(inp), H(w), H(bias), N, C, OC, blas_, stream_);
   }
+  void matmul_gelu_forward(void* out, void* pre, const void* inp, const void* w, const void* bias, int N, int C,
+                           int OC) override {
+    cuda::matmul_gelu_forward(H(out), H(pre), H(inp), H(w), H(bias), N, C, OC, blas_, stream_);
+  }
   void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp, const void* w,
                        int N, int C, int OC) override {
     void* s = dbias ? scratch("matmul_backward", cuda::matmul_backward_scratch_bytes(N, OC)) : nullptr;
