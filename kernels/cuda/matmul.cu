@@ -109,7 +109,8 @@ __global__ void bias_reduce_kernel(float* dbias, const float* partials, int OC) 
 
 }  // namespace
 
-GemmPlan::GemmPlan(GemmPlan&& o) noexcept : op(o.op), a(o.a), b(o.b), d(o.d), algo(o.algo) {
+GemmPlan::GemmPlan(GemmPlan&& o) noexcept
+    : op(o.op), a(o.a), b(o.b), d(o.d), algo(o.algo), supported(o.supported) {
   o.op = nullptr;
   o.a = o.b = o.d = nullptr;
 }
@@ -141,6 +142,9 @@ GemmPlan make_plan(const BlasContext& ctx, const GemmSpec& g, const GemmKey& k) 
       const int64_t aux_ld = g.ldc;
       CUBLAS_CHECK(
           cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+      // The heuristic reads the pointer's value for its alignment (as for the bias): set it before asking.
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.gelu_aux,
+                                                  sizeof(g.gelu_aux)));
     }
     CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));

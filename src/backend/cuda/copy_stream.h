@@ -5,7 +5,8 @@
 // its destination is no longer read); it then records the ticket's "done" event on the copy stream.
 // wait_device() makes the compute stream wait for that event (the host never blocks); wait_host() blocks
 // the host until the copy is done (before the host reads a device-to-host result). Tickets live in a ring
-// of kSlots events: a ticket older than kSlots copies is refused rather than waited on wrongly.
+// of kSlots events: for a ticket older than kSlots copies the newest copy is waited for instead (copies
+// complete in issue order, so that wait covers it).
 #pragma once
 #include <cuda_runtime.h>
 
