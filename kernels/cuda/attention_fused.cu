@@ -58,6 +58,20 @@ struct Carver {
 };
 constexpr size_t carved(size_t bytes) { return (bytes + 127) & ~size_t{127}; }
 
+// Where one (batch, head) lives: its q columns in qkv (B,T,3C) (k at +C, v at +2C, row stride 3C), its
+// columns in a (B,T,C) tensor (dy, y), and the same q columns in dqkv.
+struct HeadSlices {
+  int C;
+  size_t stride;  // 3C
+  size_t qkv;     // offset of (b, t=0, q, h, d=0) in (B,T,3C) tensors
+  size_t narrow;  // offset of (b, t=0, h, d=0) in (B,T,C) tensors
+};
+__device__ HeadSlices head_slices(int bh, int T, int NH, int HS) {
+  const int b = bh / NH, h = bh % NH, C = NH * HS;
+  const size_t stride = 3 * static_cast<size_t>(C), head = static_cast<size_t>(h) * HS;
+  return {C, stride, static_cast<size_t>(b) * T * stride + head, static_cast<size_t>(b) * T * C + head};
+}
+
 // dst (64, HS) <- rows t0.. of a (T, *) head slice at `src` with row stride `stride`; rows >= T are zero.
 template <int HS>
 __device__ void load_tile(bf16* dst, const bf16* src, size_t stride, int t0, int T) {
@@ -159,9 +173,11 @@ __global__ void __launch_bounds__(kThreads)
   float* O = cv.take<float>(D::kFloatTile); // (64, HS)
 
   const int qt = gridDim.x - 1 - blockIdx.x;  // the longest rows first: better tail balance
-  const int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HS, q0 = qt * kTile;
-  const size_t stride = 3 * static_cast<size_t>(C);
-  const bf16* base = qkv + static_cast<size_t>(b) * T * stride + static_cast<size_t>(h) * HS;
+  const int bh = blockIdx.y, q0 = qt * kTile;
+  const HeadSlices hs = head_slices(bh, T, NH, HS);
+  const int C = hs.C;
+  const size_t stride = hs.stride;
+  const bf16* base = qkv + hs.qkv;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, r0 = warp * kF;
 
   load_tile<HS>(q, base, stride, q0, T);
@@ -185,7 +201,7 @@ __global__ void __launch_bounds__(kThreads)
     const float l = __shfl_sync(0xffffffffu, l_lane, r), m = __shfl_sync(0xffffffffu, m_lane, r);
     const int row = r0 + r, t = q0 + row;
     if (t >= T) continue;  // uniform per warp
-    bf16* y = out + (static_cast<size_t>(b) * T + t) * C + static_cast<size_t>(h) * HS;
+    bf16* y = out + hs.narrow + static_cast<size_t>(t) * C;
     const float inv = 1.0f / l;
     for (int d = lane; d < HS; d += kWarp) y[d] = to_bf16(O[row * D::kLdO + d] * inv);
     if (lane == 0) lse[static_cast<size_t>(bh) * T + t] = m + logf(l);
@@ -286,11 +302,12 @@ __global__ void __launch_bounds__(kThreads)
   using Dm = Dims<HS>;
   extern __shared__ __align__(128) unsigned char smem[];
   const BackwardTiles s = carve_backward<HS>(smem);
-  const int kt = blockIdx.x, bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HS, k0 = kt * kTile;
-  const size_t stride = 3 * static_cast<size_t>(C);
-  const size_t head = static_cast<size_t>(h) * HS;
-  const bf16* base = qkv + static_cast<size_t>(b) * T * stride + head;
-  const bf16* dy_base = dout + static_cast<size_t>(b) * T * C + head;
+  const int kt = blockIdx.x, bh = blockIdx.y, k0 = kt * kTile;
+  const HeadSlices hs = head_slices(bh, T, NH, HS);
+  const int C = hs.C;
+  const size_t stride = hs.stride;
+  const bf16* base = qkv + hs.qkv;
+  const bf16* dy_base = dout + hs.narrow;
   const int r0 = (threadIdx.x / kWarp) * kF, tiles = (T + kTile - 1) / kTile;
 
   load_tile<HS>(s.k, base + C, stride, k0, T);
@@ -313,7 +330,7 @@ __global__ void __launch_bounds__(kThreads)
                                                                      s.dS + r0, kLdT, s.q, Dm::kLdH);
     __syncthreads();  // before the next query tile overwrites q, dy, P and dS
   }
-  bf16* dbase = dqkv + static_cast<size_t>(b) * T * stride + head;
+  bf16* dbase = dqkv + hs.qkv;
   store_rows<HS>(dbase + C, stride, s.acc0, scale, k0, T);
   store_rows<HS>(dbase + 2 * C, stride, s.acc1, 1.0f, k0, T);
 }
@@ -326,14 +343,15 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ __align__(128) unsigned char smem[];
   const BackwardTiles s = carve_backward<HS>(smem);
   const int qt = gridDim.x - 1 - blockIdx.x;
-  const int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HS, q0 = qt * kTile;
-  const size_t stride = 3 * static_cast<size_t>(C);
-  const size_t head = static_cast<size_t>(h) * HS;
-  const bf16* base = qkv + static_cast<size_t>(b) * T * stride + head;
+  const int bh = blockIdx.y, q0 = qt * kTile;
+  const HeadSlices hs = head_slices(bh, T, NH, HS);
+  const int C = hs.C;
+  const size_t stride = hs.stride;
+  const bf16* base = qkv + hs.qkv;
   const int r0 = (threadIdx.x / kWarp) * kF;
 
   load_tile<HS>(s.q, base, stride, q0, T);
-  load_tile<HS>(s.dy, dout + static_cast<size_t>(b) * T * C + head, C, q0, T);
+  load_tile<HS>(s.dy, dout + hs.narrow, C, q0, T);
   load_rows(s.lse, lse + static_cast<size_t>(bh) * T, q0, T);
   load_rows(s.D, Dv + static_cast<size_t>(bh) * T, q0, T);
   zero_accumulator<HS>(s.acc0);  // dq
@@ -347,7 +365,7 @@ __global__ void __launch_bounds__(kThreads)
                                                                      s.dS + r0 * kLdT, kLdT, s.k, Dm::kLdH);
     __syncthreads();  // before the next key tile overwrites k and v
   }
-  store_rows<HS>(dqkv + static_cast<size_t>(b) * T * stride + head, stride, s.acc0, scale, q0, T);
+  store_rows<HS>(dqkv + hs.qkv, stride, s.acc0, scale, q0, T);
 }
 
 // Opts a kernel into more than 48 KiB of dynamic shared memory (once per kernel) after checking the device

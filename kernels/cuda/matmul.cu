@@ -217,27 +217,29 @@ void gemm(const BlasContext& ctx, const GemmSpec& g, cudaStream_t stream) {
   GPT_CHECK(try_gemm(ctx, g, stream), "cuda gemm: no algorithm");  // only optional fusions return false
 }
 
-void matmul_forward(bf16* out, const bf16* inp, const bf16* w, const bf16* bias, int N, int C, int OC,
-                    const BlasContext& ctx, cudaStream_t stream) {
-  if (N == 0) return;
+namespace {
+// out (N,OC) = inp (N,C) @ w^T (w is (OC,C)) + bias: the product of a linear layer.
+GemmSpec linear(bf16* out, const bf16* inp, const bf16* w, const bf16* bias, int N, int C, int OC) {
   GemmSpec g;
   g.M = N, g.N = OC, g.K = C;
   g.A = inp, g.lda = C;
   g.B = w, g.ldb = C, g.trans_b = true;
   g.C = out, g.ldc = OC;
   g.bias = bias;
-  gemm(ctx, g, stream);
+  return g;
+}
+}  // namespace
+
+void matmul_forward(bf16* out, const bf16* inp, const bf16* w, const bf16* bias, int N, int C, int OC,
+                    const BlasContext& ctx, cudaStream_t stream) {
+  if (N == 0) return;
+  gemm(ctx, linear(out, inp, w, bias, N, C, OC), stream);
 }
 
 void matmul_gelu_forward(bf16* out, bf16* pre, const bf16* inp, const bf16* w, const bf16* bias, int N, int C,
                          int OC, const BlasContext& ctx, cudaStream_t stream) {
   if (N == 0) return;
-  GemmSpec g;
-  g.M = N, g.N = OC, g.K = C;
-  g.A = inp, g.lda = C;
-  g.B = w, g.ldb = C, g.trans_b = true;
-  g.C = out, g.ldc = OC;
-  g.bias = bias;
+  GemmSpec g = linear(out, inp, w, bias, N, C, OC);
   g.gelu_aux = pre;
   // The epilogue's aux output wants 16-byte alignment and a leading dimension divisible by 8.
   const bool aux_ok = reinterpret_cast<uintptr_t>(pre) % 16 == 0 && OC % 8 == 0;
