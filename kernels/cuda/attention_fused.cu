@@ -415,18 +415,11 @@ void backward_hs(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse
 }
 
 int head_size(int C, int NH) {
-  GPT_CHECK(NH > 0 && C % NH == 0, "cuda attention: channels ", C, " not divisible by heads ", NH);
-  const int hs = C / NH;
-  GPT_CHECK(hs == 32 || hs == 64, "--attention fused: supports head sizes 32 and 64, this model has ", hs,
-            " (use --attention simple)");
-  return hs;
+  check_fused_attention_heads(C, NH);
+  return C / NH;
 }
 
 }  // namespace
-
-bool fused_attention_supports(int C, int NH) {
-  return NH > 0 && C % NH == 0 && (C / NH == 32 || C / NH == 64);
-}
 
 size_t fused_attention_state_bytes(int B, int T, int NH) {
   return static_cast<size_t>(B) * NH * T * sizeof(float);

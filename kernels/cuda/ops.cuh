@@ -116,7 +116,6 @@ void attention_backward(bf16* dqkv /*(B,T,3C) =*/, const bf16* dout /*(B,T,C)*/,
 // ---- attention_fused.cu -------------------------------------------------------------------------
 // The fused (flash-style) path of the same op: state is the row log-sum-exp (B,NH,T) fp32, scratch the
 // softmax-gradient row terms (B,NH,T) fp32. Head sizes 32 and 64 (every GPT-2 preset has 64).
-bool fused_attention_supports(int C, int NH);
 size_t fused_attention_state_bytes(int B, int T, int NH);
 size_t fused_attention_scratch_bytes(int B, int T, int NH);
 void fused_attention_forward(bf16* out /*(B,T,C)*/, float* lse /*(B,NH,T)*/, const bf16* qkv /*(B,T,3C)*/, int B,

@@ -43,8 +43,19 @@ uint64_t Backend::copy_d2h_async(void* dst, const void* src, size_t bytes) {
   return 0;
 }
 
+void check_fused_attention_backend(const std::string& backend) {
+  GPT_CHECK(backend == "cuda", "--attention fused: the ", backend, " backend has only the simple path (use --device cuda)");
+}
+
+void check_fused_attention_heads(int C, int NH) {
+  GPT_CHECK(NH > 0 && C % NH == 0, "--attention fused: channels ", C, " not divisible by heads ", NH);
+  const int hs = C / NH;
+  GPT_CHECK(hs == 32 || hs == 64, "--attention fused: supports head sizes 32 and 64, this model has ", hs,
+            " (use --attention simple)");
+}
+
 void Backend::set_fused_attention(bool fused) {
-  GPT_CHECK(!fused, "--attention fused: the ", name(), " backend has only the simple path (use --device cuda)");
+  if (fused) check_fused_attention_backend(name());
 }
 
 std::unique_ptr<Backend> make_cpu_backend();

@@ -158,6 +158,12 @@ class Backend {
   MemoryLedger ledger_;
 };
 
+// The rules of --attention fused, in one place for the backends and the planner: the backend must have the
+// path (cuda), and the model's head size must be one the kernels have (32 or 64). Each throws the flag's
+// one-line error.
+void check_fused_attention_backend(const std::string& backend);
+void check_fused_attention_heads(int C, int NH);
+
 // "cpu" or "cuda". Throws gpt::Error naming the device when it is unknown, not built, or absent.
 std::unique_ptr<Backend> make_backend(const std::string& device);
 // True when this build has the CUDA backend and a GPU is visible.

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "backend/backend.h"
 #include "core/check.h"
 
 namespace gpt {
@@ -195,9 +196,10 @@ int64_t narrow(wide v) {
 
 void validate_plan_input(const MemPlanInput& in) {
   const GPTConfig& c = in.cfg;
-  GPT_CHECK(!in.fused_attention || in.compute == DType::BF16, "--attention fused: the cpu backend has only the simple path (use --device cuda)");
-  GPT_CHECK(!in.fused_attention || (c.channels % c.num_heads == 0 && (c.channels / c.num_heads == 32 || c.channels / c.num_heads == 64)),
-            "--attention fused: supports head sizes 32 and 64, this model has ", c.channels / c.num_heads, " (use --attention simple)");
+  if (in.fused_attention) {
+    check_fused_attention_backend(in.compute == DType::BF16 ? "cuda" : "cpu");
+    check_fused_attention_heads(c.channels, c.num_heads);
+  }
   GPT_CHECK(c.padded_vocab_size == (c.vocab_size + 127) / 128 * 128, "memplan: model config is not finalized");
   GPT_CHECK(in.world >= 1, "--world must be >= 1, got ", in.world);
   GPT_CHECK(in.B >= 1 && in.T >= 1, "-B and -T must be >= 1 (got ", in.B, ", ", in.T, ")");

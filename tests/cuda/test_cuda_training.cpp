@@ -25,29 +25,17 @@
 #include "dist/comm_world.h"
 #include "io/data_loader.h"
 #include "train/trainer.h"
+#include "common/learnable_shard.h"
+#include "common/tiny_config.h"
 
 namespace gpt::test {
 namespace {
 
-std::string write_learnable_shard(const std::string& dir, int V, int n) {
-  Rng rng(7);
-  std::vector<int> toks(n);
-  for (int i = 0; i < n; i++) toks[i] = rng.uniform() < 0.8f ? (i * 7 % V) : static_cast<int>(rng.next_u64() % V);
-  const std::string path = dir + "/train_000000.bin";
-  write_token_shard(path, toks);
-  return path;
-}
-
 TrainOptions d2_options(const std::string& dir, const std::string& device, const std::string& attention) {
   TrainOptions o;
-  o.model.num_layers = 2;
-  o.model.num_heads = 2;
-  o.model.channels = 128;
-  o.model.max_seq_len = 128;
-  o.model.vocab_size = 257;
-  o.model.finalize();
+  o.model = tiny_config(2, 2, 128, 128, 257);
   o.config_name = "custom";
-  o.train_pattern = write_learnable_shard(dir, 257, 60000);
+  o.train_pattern = write_learnable_shard(dir, 257, 60000, 7);
   o.B = 4;
   o.T = 128;
   o.steps = 10;

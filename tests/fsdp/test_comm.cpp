@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "dist/comm_world.h"
+#include "fsdp/comm_test_values.h"
 #include "fsdp/mpi_world.h"
 #ifdef GPT_WITH_MPI
 #include "dist/mpi_check.h"
@@ -20,12 +21,9 @@ namespace {
 
 using test::world;
 
-// Element i of rank q's input: distinct per rank and per index, exact in f32, sums exact too.
-float val(int q, size_t i) { return 1000.0f * q + static_cast<float>(i) + 0.5f; }
-
-// Closed-form ring volumes (bytes one rank sends), N = group size, s = element bytes.
-int64_t ag_bytes(int64_t c, int64_t s, int64_t n) { return c * s * (n - 1); }
-int64_t ar_bytes(int64_t c, int64_t s, int64_t n) { return 2 * c * s * (n - 1) / n; }
+using test::ag_bytes;
+using test::ar_bytes;
+using test::val;
 
 TEST(Comm, WorldMatchesLauncher) {
   Communicator& w = world();

@@ -16,6 +16,7 @@
 #include "backend/backend.h"
 #include "core/check.h"
 #include "dist/collective_check.h"
+#include "fsdp/comm_test_values.h"
 #include "fsdp/mpi_world.h"
 #ifdef GPT_WITH_NCCL
 #include <cuda_runtime.h>
@@ -28,12 +29,9 @@ namespace {
 
 using test::world;
 
-// Element i of rank q's input: distinct per rank and per index, exact in f32, sums exact too.
-float val(int q, size_t i) { return 1000.0f * q + static_cast<float>(i) + 0.5f; }
-
-// Closed-form ring volumes (bytes one rank sends), N = group size, s = element bytes.
-int64_t ag_bytes(int64_t c, int64_t s, int64_t n) { return c * s * (n - 1); }
-int64_t ar_bytes(int64_t c, int64_t s, int64_t n) { return 2 * c * s * (n - 1) / n; }
+using test::ag_bytes;
+using test::ar_bytes;
+using test::val;
 
 // bf16 is the upper half of an f32: exact for the small integers used below.
 uint16_t bf16_bits(float x) {

@@ -10,18 +10,14 @@
 #include "fsdp/fsdp_run.h"
 #include "fsdp/mpi_world.h"
 #include "train/checkpoint.h"
+#include "common/tiny_config.h"
 
 namespace gpt::test {
 namespace {
 
 RunSpec spec() {
   RunSpec s;
-  s.cfg.num_layers = 2;
-  s.cfg.num_heads = 2;
-  s.cfg.channels = 32;
-  s.cfg.max_seq_len = 16;
-  s.cfg.vocab_size = 89;
-  s.cfg.finalize();
+  s.cfg = tiny_config(2, 2, 32, 16, 89);
   s.global_seqs = 12;
   return s;
 }

@@ -15,18 +15,14 @@
 #include "fsdp/mpi_world.h"
 #include "core/check.h"
 #include "train/config_hash.h"
+#include "common/tiny_config.h"
 
 namespace gpt::test {
 namespace {
 
 RunSpec spec_for(ShardStrategy st, int N) {
   RunSpec s;
-  s.cfg.num_layers = 2;
-  s.cfg.num_heads = 2;
-  s.cfg.channels = 64;
-  s.cfg.max_seq_len = 16;
-  s.cfg.vocab_size = 101;
-  s.cfg.finalize();
+  s.cfg = tiny_config(2, 2, 64, 16, 101);
   s.fsdp.strategy = st;
   s.global_seqs = 12;
   (void)N;
@@ -139,12 +135,7 @@ TEST(FsdpStartup, MismatchedConfigsAreDetectedOnEveryRank) {
 TEST(FsdpShapes, WorldLargerThanAUnitStillMatchesOneProcess) {
   // C = 1: the head unit has 2 elements, fewer than the ranks at N = 3, 4; those ranks own only padding
   RunSpec s;
-  s.cfg.num_layers = 1;
-  s.cfg.num_heads = 1;
-  s.cfg.channels = 1;
-  s.cfg.max_seq_len = 4;
-  s.cfg.vocab_size = 7;
-  s.cfg.finalize();
+  s.cfg = tiny_config(1, 1, 1, 4, 7);
   s.T = 4;
   s.global_seqs = 12;
   auto single = make_single_communicator();

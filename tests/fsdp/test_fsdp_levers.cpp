@@ -7,18 +7,14 @@
 
 #include "fsdp/fsdp_run.h"
 #include "fsdp/mpi_world.h"
+#include "common/tiny_config.h"
 
 namespace gpt::test {
 namespace {
 
 RunSpec base_spec() {
   RunSpec s;
-  s.cfg.num_layers = 3;
-  s.cfg.num_heads = 2;
-  s.cfg.channels = 64;
-  s.cfg.max_seq_len = 16;
-  s.cfg.vocab_size = 97;
-  s.cfg.finalize();
+  s.cfg = tiny_config(3, 2, 64, 16, 97);
   s.global_seqs = 12;
   return s;
 }

@@ -7,18 +7,13 @@
 #include "dist/comm_world.h"
 #include "fsdp/fsdp_run.h"
 #include "fsdp/mpi_world.h"
+#include "common/tiny_config.h"
 
 namespace gpt::test {
 namespace {
 
 GPTConfig small(int L, int NH, int C) {
-  GPTConfig c;
-  c.num_layers = L;
-  c.num_heads = NH;
-  c.channels = C;
-  c.max_seq_len = 16;
-  c.vocab_size = 97;  // odd sizes so units pad unevenly at N = 3 and 4
-  c.finalize();
+  GPTConfig c = tiny_config(L, NH, C, 16, 97);  // odd sizes so units pad unevenly at N = 3 and 4
   return c;
 }
 

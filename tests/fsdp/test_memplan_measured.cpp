@@ -15,6 +15,7 @@
 #include "fsdp/fsdp_run.h"
 #include "fsdp/mpi_world.h"
 #include "plan/memplan.h"
+#include "common/tiny_config.h"
 
 namespace gpt::test {
 namespace {
@@ -28,13 +29,7 @@ struct Shape {
 constexpr Shape kShapes[] = {{"d2", 2, 2, 128, 2, 32}, {"d4", 4, 4, 256, 1, 32}, {"d6", 6, 6, 384, 1, 16}};
 
 GPTConfig shaped(const Shape& s) {
-  GPTConfig c;
-  c.num_layers = s.L;
-  c.num_heads = s.NH;
-  c.channels = s.C;
-  c.vocab_size = 257;
-  c.max_seq_len = 64;
-  c.finalize();
+  GPTConfig c = tiny_config(s.L, s.NH, s.C, 64, 257);
   return c;
 }
 

@@ -26,6 +26,7 @@
 #include "common/test_paths.h"
 #include "fsdp/fsdp_run.h"
 #include "fsdp/mpi_world.h"
+#include "common/tiny_config.h"
 
 namespace gpt::test {
 namespace {
@@ -177,13 +178,7 @@ TEST(ReduceDtype, Bf16SumRoundsTiesToEven) {
 }
 
 GPTConfig d2_shaped() {
-  GPTConfig c;
-  c.num_layers = 2;
-  c.num_heads = 2;
-  c.channels = 128;
-  c.vocab_size = 257;
-  c.max_seq_len = 64;
-  c.finalize();
+  GPTConfig c = tiny_config(2, 2, 128, 64, 257);
   return c;
 }
 

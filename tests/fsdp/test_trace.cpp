@@ -14,6 +14,7 @@
 #include "io/atomic_file.h"
 #include "io/data_loader.h"
 #include "train/trainer.h"
+#include "common/tiny_config.h"
 
 namespace gpt::test {
 namespace {
@@ -31,12 +32,7 @@ TEST(Trace, FullShardStepTimelineIsValidAndShowsPrefetch) {
   }
   w.barrier();
   TrainOptions o;
-  o.model.num_layers = 2;
-  o.model.num_heads = 2;
-  o.model.channels = 128;
-  o.model.max_seq_len = 32;
-  o.model.vocab_size = 97;
-  o.model.finalize();
+  o.model = tiny_config(2, 2, 128, 32, 97);
   o.train_pattern = dir + "/train_*.bin";
   o.B = 2;
   o.T = 32;

@@ -17,6 +17,7 @@
 #include "common/test_paths.h"
 #include "core/check.h"
 #include "io/model_file.h"
+#include "common/tiny_config.h"
 
 namespace {
 
@@ -102,13 +103,7 @@ std::vector<std::vector<float>> expected_units(const Dims& d, const ValueFn& val
 using gpt::test::error_of;
 
 gpt::GPTConfig small_config() {
-  gpt::GPTConfig c;
-  c.max_seq_len = 8;
-  c.vocab_size = 200;
-  c.num_layers = 2;
-  c.num_heads = 2;
-  c.channels = 4;
-  c.finalize();
+  gpt::GPTConfig c = gpt::test::tiny_config(2, 2, 4, 8, 200);
   return c;
 }
 

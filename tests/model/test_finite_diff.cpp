@@ -6,18 +6,13 @@
 
 #include "common/harness.h"
 #include "core/rng.h"
+#include "common/tiny_config.h"
 
 namespace gpt::test {
 namespace {
 
 TEST(FiniteDiff, WholeModelGradients) {
-  GPTConfig cfg;
-  cfg.num_layers = 2;
-  cfg.num_heads = 2;
-  cfg.channels = 16;
-  cfg.max_seq_len = 8;
-  cfg.vocab_size = 60;
-  cfg.finalize();
+  GPTConfig cfg = tiny_config(2, 2, 16, 8, 60);
   Harness h(cfg);
   h.init(7);
   // larger weights than GPT-2's init so every path (attention, gelu, layernorm) carries gradient
@@ -59,13 +54,7 @@ TEST(FiniteDiff, WholeModelGradients) {
 }
 
 TEST(FiniteDiff, PaddedVocabularyRowsGetNoGradient) {
-  GPTConfig cfg;
-  cfg.num_layers = 1;
-  cfg.num_heads = 1;
-  cfg.channels = 8;
-  cfg.max_seq_len = 4;
-  cfg.vocab_size = 5;  // Vp = 128: rows 5..127 of wte are padding
-  cfg.finalize();
+  GPTConfig cfg = tiny_config(1, 1, 8, 4, 5);  // Vp = 128: rows 5..127 of wte are padding
   Harness h(cfg);
   h.init(3);
   std::vector<int> in = {0, 1, 2, 3}, tg = {1, 2, 3, 4};

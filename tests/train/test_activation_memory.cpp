@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "common/harness.h"
+#include "common/tiny_config.h"
 
 namespace gpt::test {
 namespace {
@@ -22,13 +23,7 @@ int64_t activation_bytes(const char* mode, const GPTConfig& c, int B, int T) {
 }
 
 TEST(ActivationMemory, MatchesClosedFormsForEachRecomputeMode) {
-  GPTConfig c;
-  c.num_layers = 4;
-  c.num_heads = 2;
-  c.channels = 32;
-  c.max_seq_len = 16;
-  c.vocab_size = 50;
-  c.finalize();
+  GPTConfig c = tiny_config(4, 2, 32, 16, 50);
   const int B = 3, T = 16;
   const int64_t N = B * T, C = c.channels, L = c.num_layers, NH = c.num_heads, Vp = c.padded_vocab_size;
   const int64_t state = B * NH * T * T;

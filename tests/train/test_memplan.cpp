@@ -12,6 +12,7 @@
 #include "core/check.h"
 #include "dist/comm_world.h"
 #include "plan/memplan.h"
+#include "common/tiny_config.h"
 
 namespace gpt::test {
 namespace {
@@ -52,13 +53,7 @@ TEST(ZeroTable, ReproducesThePapersPrintedColumns) {
 }
 
 GPTConfig tiny(int L, int NH, int C, int max_seq_len = 64) {
-  GPTConfig c;
-  c.num_layers = L;
-  c.num_heads = NH;
-  c.channels = C;
-  c.vocab_size = 257;
-  c.max_seq_len = max_seq_len;
-  c.finalize();
+  GPTConfig c = tiny_config(L, NH, C, max_seq_len, 257);
   return c;
 }
 

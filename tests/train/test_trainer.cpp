@@ -13,30 +13,17 @@
 #include "io/atomic_file.h"
 #include "io/data_loader.h"
 #include "train/trainer.h"
+#include "common/learnable_shard.h"
+#include "common/tiny_config.h"
 
 namespace gpt::test {
 namespace {
 
-std::string write_random_shard(const std::string& dir, int V, int n, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<int> toks(n);
-  // a learnable stream: mostly a repeating pattern with noise
-  for (int i = 0; i < n; i++) toks[i] = (rng.uniform() < 0.8f) ? (i * 7 % V) : (int)(rng.next_u64() % V);
-  std::string path = dir + "/train_000000.bin";
-  write_token_shard(path, toks);
-  return path;
-}
-
 TrainOptions small_options(const std::string& dir) {
   TrainOptions o;
-  o.model.num_layers = 2;
-  o.model.num_heads = 2;
-  o.model.channels = 32;
-  o.model.max_seq_len = 16;
-  o.model.vocab_size = 61;
-  o.model.finalize();
+  o.model = tiny_config(2, 2, 32, 16, 61);
   o.config_name = "custom";
-  o.train_pattern = write_random_shard(dir, 61, 20000, 1);
+  o.train_pattern = write_learnable_shard(dir, 61, 20000, 1);
   o.B = 4;
   o.T = 16;
   o.steps = 8;
@@ -158,12 +145,7 @@ TEST(Trainer, TinyShakespeareBeatsTheUnigramBaseline) {
   }
   auto comm = make_single_communicator();
   TrainOptions o;
-  o.model.num_layers = 2;
-  o.model.num_heads = 4;
-  o.model.channels = 128;
-  o.model.max_seq_len = 64;
-  o.model.vocab_size = 257;
-  o.model.finalize();
+  o.model = tiny_config(2, 4, 128, 64, 257);
   o.train_pattern = dir + "/train_*.bin";
   o.val_pattern = dir + "/val_*.bin";
   o.B = 16;
