@@ -106,7 +106,7 @@ fi
 # --- build ---------------------------------------------------------------------------------------------
 CXXFLAGS="-std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined
           -fno-sanitize-recover=undefined -ffunction-sections -fdata-sections -Wno-unknown-pragmas
-          -I$ROOT/src -I$ROOT -I$ROOT/kernels $EXTRA_INCLUDES -DGPT_SOURCE_DIR=\\\"$ROOT\\\""
+          -I$ROOT $EXTRA_INCLUDES -DGPT_SOURCE_DIR=\\\"$ROOT\\\""
 CXXFLAGS=$(echo $CXXFLAGS)
 
 obj_of() { echo "obj/${1%.cpp}.o"; }

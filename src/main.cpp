@@ -8,9 +8,9 @@
 #include <cstring>
 #include <string>
 
-#include "cli/commands.h"
-#include "core/check.h"
-#include "dist/communicator.h"
+#include "src/cli/commands.h"
+#include "src/core/check.h"
+#include "src/dist/communicator.h"
 
 namespace {
 

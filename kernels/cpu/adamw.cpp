@@ -9,8 +9,8 @@
 #include <cmath>
 #include <vector>
 
-#include "core/check.h"
-#include "cpu/ops.h"
+#include "src/core/check.h"
+#include "kernels/cpu/ops.h"
 
 namespace gpt::cpu {
 

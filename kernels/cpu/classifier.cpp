@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/check.h"
-#include "cpu/ops.h"
+#include "src/core/check.h"
+#include "kernels/cpu/ops.h"
 
 namespace gpt::cpu {
 

@@ -4,8 +4,8 @@
 // sum order is the row order whatever the thread count.
 #include <algorithm>
 
-#include "core/check.h"
-#include "cpu/ops.h"
+#include "src/core/check.h"
+#include "kernels/cpu/ops.h"
 
 namespace gpt::cpu {
 

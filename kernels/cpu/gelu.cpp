@@ -2,7 +2,7 @@
 // Since 0.5 (1 + tanh(u)) = sigmoid(2u) = 1 / (1 + exp(-2u)), it is computed as x * s with s = sigmoid(2u):
 // one vectorisable exp instead of a scalar tanhf, and no cancellation near u = 0 or for large |u|.
 // Derivative: s + x * 2 s (1 - s) * du/dx, with du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2).
-#include "cpu/ops.h"
+#include "kernels/cpu/ops.h"
 
 namespace gpt::cpu {
 

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "cpu/ops.h"
+#include "kernels/cpu/ops.h"
 
 namespace gpt::cpu {
 

@@ -9,7 +9,7 @@
 
 #include <algorithm>
 
-#include "cpu/ops.h"
+#include "kernels/cpu/ops.h"
 
 namespace gpt::cpu {
 

@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "backend/backend.h"
+#include "src/backend/backend.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif

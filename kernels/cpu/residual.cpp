@@ -1,6 +1,6 @@
 // Residual connection: out = a + b forward; backward adds a branch's input gradient into the residual
 // stream's gradient (dstream += dbranch), which is how the model sums the two paths explicitly.
-#include "cpu/ops.h"
+#include "kernels/cpu/ops.h"
 
 namespace gpt::cpu {
 

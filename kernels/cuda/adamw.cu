@@ -8,7 +8,7 @@
 //  - y += x (gradient accumulation).
 #include <cmath>
 
-#include "ops.cuh"
+#include "kernels/cuda/ops.cuh"
 
 namespace gpt::cuda {
 namespace {

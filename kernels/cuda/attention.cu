@@ -13,7 +13,7 @@
 // the (T,T) temporaries; it is reused by every layer.
 #include <cmath>
 
-#include "ops.cuh"
+#include "kernels/cuda/ops.cuh"
 
 namespace gpt::cuda {
 namespace {

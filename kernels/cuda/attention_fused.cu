@@ -20,7 +20,7 @@
 #include <cmath>
 #include <type_traits>
 
-#include "ops.cuh"
+#include "kernels/cuda/ops.cuh"
 
 namespace gpt::cuda {
 namespace {

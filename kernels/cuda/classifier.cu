@@ -4,7 +4,7 @@
 //   loss = log(sum) + max - x[target]
 // Backward (fused) writes dlogits = dloss * (softmax - onehot(target)) over the logits in place, zero in the
 // padded columns [V, Vp). x[target] is read before any thread overwrites its row.
-#include "ops.cuh"
+#include "kernels/cuda/ops.cuh"
 
 namespace gpt::cuda {
 namespace {

@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/check.h"
+#include "src/core/check.h"
 
 namespace gpt::cuda {
 

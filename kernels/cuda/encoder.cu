@@ -4,7 +4,7 @@
 // (deterministic); dwte[tok,:] += dout[b,t,:] uses fp32 atomics because several positions may carry the
 // same token. Atomic order varies between runs, so dwte is reproducible only to fp32 rounding
 // (|difference| <= (B*T) * 2^-24 * sum of |terms| per element).
-#include "ops.cuh"
+#include "kernels/cuda/ops.cuh"
 
 namespace gpt::cuda {
 namespace {

@@ -4,7 +4,7 @@
 //   gelu'(x) = s + 2 x s (1 - s) du/dx,  du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2)
 // Backward overwrites dinp = dout * gelu'(inp); x is clamped to |x| <= 1e4 there so x^2 cannot overflow
 // (beyond that s is exactly 0 or 1, as in the CPU twin).
-#include "ops.cuh"
+#include "kernels/cuda/ops.cuh"
 
 namespace gpt::cuda {
 namespace {

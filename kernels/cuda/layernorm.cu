@@ -6,7 +6,7 @@
 //   dw  += sum_rows dout * norm,  db += sum_rows dout                   two stages, deterministic:
 // stage 1 gives each (chunk of rows, column) an fp32 partial in scratch, stage 2 adds the chunks in a
 // fixed order and accumulates into dw and db. No atomics, so results repeat bit for bit.
-#include "ops.cuh"
+#include "kernels/cuda/ops.cuh"
 
 namespace gpt::cuda {
 namespace {

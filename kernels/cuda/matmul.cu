@@ -22,7 +22,7 @@
 //   forward  out  (N x OC) = inp (N x C) @ w^T        A = inp,              B = w (transposed)
 //   backward dinp (N x C)  = dout (N x OC) @ w        A = dout,             B = w
 //   backward dw   (OC x C) += dout^T @ inp (N x C)    A = dout (transposed), B = inp, fp32 C, beta 1
-#include "ops.cuh"
+#include "kernels/cuda/ops.cuh"
 
 namespace gpt::cuda {
 namespace {

@@ -9,9 +9,9 @@
 #include <cstddef>
 #include <unordered_map>
 
-#include "backend/backend.h"
-#include "common.cuh"
-#include "gemm_key.h"
+#include "src/backend/backend.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/gemm_key.h"
 
 namespace gpt::cuda {
 

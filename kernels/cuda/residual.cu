@@ -1,7 +1,7 @@
 // Residual stream on the GPU (twin of kernels/cpu/residual.cpp): out = a + b, and in backward the branch's
 // input gradient is added into the stream's gradient, dstream += dbranch. Each sum is one fp32 addition of
 // two bf16 values, rounded once to bf16.
-#include "ops.cuh"
+#include "kernels/cuda/ops.cuh"
 
 namespace gpt::cuda {
 namespace {

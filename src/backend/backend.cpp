@@ -1,7 +1,7 @@
 // Ledger-tracked allocation shared by every backend, and the backend factory.
-#include "backend/backend.h"
+#include "src/backend/backend.h"
 
-#include "core/check.h"
+#include "src/core/check.h"
 
 namespace gpt {
 

@@ -17,8 +17,8 @@
 #include <memory>
 #include <string>
 
-#include "backend/ledger.h"
-#include "core/dtype.h"
+#include "src/backend/ledger.h"
+#include "src/core/dtype.h"
 
 namespace gpt {
 

@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "backend/backend.h"
-#include "cpu/ops.h"
+#include "src/backend/backend.h"
+#include "kernels/cpu/ops.h"
 
 namespace gpt {
 

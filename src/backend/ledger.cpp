@@ -1,8 +1,8 @@
 // Bookkeeping for MemoryLedger (see ledger.h). Thread-safe because host offload copies and the
 // optimizer may allocate from worker threads.
-#include "backend/ledger.h"
+#include "src/backend/ledger.h"
 
-#include "core/check.h"
+#include "src/core/check.h"
 
 namespace gpt {
 

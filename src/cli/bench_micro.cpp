@@ -1,15 +1,15 @@
 // See bench_micro.h.
-#include "cli/bench_micro.h"
+#include "src/cli/bench_micro.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <vector>
 
-#include "core/check.h"
-#include "io/atomic_file.h"
-#include "io/tokenizer.h"
+#include "src/core/check.h"
+#include "src/io/atomic_file.h"
+#include "src/io/tokenizer.h"
 #include "kernels/cpu/ops.h"
-#include "util/log.h"
+#include "src/util/log.h"
 
 namespace gpt {
 

@@ -5,12 +5,12 @@
 #include <cstdio>
 #include <string>
 
-#include "backend/backend.h"
-#include "cli/flags.h"
-#include "cli/train_flags.h"
-#include "core/check.h"
-#include "dist/communicator.h"
-#include "plan/memplan.h"
+#include "src/backend/backend.h"
+#include "src/cli/flags.h"
+#include "src/cli/train_flags.h"
+#include "src/core/check.h"
+#include "src/dist/communicator.h"
+#include "src/plan/memplan.h"
 
 namespace gpt {
 namespace {

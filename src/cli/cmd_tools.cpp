@@ -2,19 +2,19 @@
 // without training.
 #include <cstdio>
 
-#include "cli/commands.h"
-#include "cli/flags.h"
-#include "core/check.h"
-#include "util/paths.h"
-#include "fsdp/engine.h"
-#include "io/data_loader.h"
-#include "io/model_file.h"
-#include "io/prepare.h"
-#include "io/tokenizer.h"
-#include "model/gpt.h"
-#include "train/checkpoint.h"
-#include "train/generate.h"
-#include "util/log.h"
+#include "src/cli/commands.h"
+#include "src/cli/flags.h"
+#include "src/core/check.h"
+#include "src/util/paths.h"
+#include "src/fsdp/engine.h"
+#include "src/io/data_loader.h"
+#include "src/io/model_file.h"
+#include "src/io/prepare.h"
+#include "src/io/tokenizer.h"
+#include "src/model/gpt.h"
+#include "src/train/checkpoint.h"
+#include "src/train/generate.h"
+#include "src/util/log.h"
 
 namespace gpt {
 namespace {

@@ -4,16 +4,16 @@
 #include <filesystem>
 #include <vector>
 
-#include "cli/bench_micro.h"
-#include "cli/commands.h"
-#include "cli/train_flags.h"
-#include "core/check.h"
-#include "util/paths.h"
-#include "core/rng.h"
-#include "dist/collective_check.h"
-#include "io/data_loader.h"
-#include "train/trainer.h"
-#include "util/log.h"
+#include "src/cli/bench_micro.h"
+#include "src/cli/commands.h"
+#include "src/cli/train_flags.h"
+#include "src/core/check.h"
+#include "src/util/paths.h"
+#include "src/core/rng.h"
+#include "src/dist/collective_check.h"
+#include "src/io/data_loader.h"
+#include "src/train/trainer.h"
+#include "src/util/log.h"
 
 namespace gpt {
 

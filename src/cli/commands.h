@@ -1,7 +1,7 @@
 // The subcommands of `gpt`. Each takes the arguments after its name and returns the exit code;
 // errors are thrown as gpt::Error and printed by main().
 #pragma once
-#include "dist/communicator.h"
+#include "src/dist/communicator.h"
 
 namespace gpt {
 

@@ -1,11 +1,11 @@
 // See flags.h.
-#include "cli/flags.h"
+#include "src/cli/flags.h"
 
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 
-#include "core/check.h"
+#include "src/core/check.h"
 
 namespace gpt {
 

@@ -1,8 +1,8 @@
 // See train_flags.h.
-#include "cli/train_flags.h"
+#include "src/cli/train_flags.h"
 
-#include "core/check.h"
-#include "util/paths.h"
+#include "src/core/check.h"
+#include "src/util/paths.h"
 
 namespace gpt {
 

@@ -1,8 +1,8 @@
 // The flags shared by `gpt train` and `gpt bench` (model, batch, optimizer, sharding, recompute,
 // offload), parsed into TrainOptions with validation, and their help text.
 #pragma once
-#include "cli/flags.h"
-#include "train/train_options.h"
+#include "src/cli/flags.h"
+#include "src/train/train_options.h"
 
 namespace gpt {
 

@@ -4,8 +4,8 @@
 #pragma once
 #include <functional>
 
-#include "core/check.h"
-#include "dist/communicator.h"
+#include "src/core/check.h"
+#include "src/dist/communicator.h"
 
 namespace gpt {
 

@@ -2,9 +2,9 @@
 // and in total, plus the bytes of collectives started but not yet waited for. The communicators compute
 // the byte figures (dist/comm_volume.h holds the ring formulas); the ledger only adds them up, so a test
 // can compare its totals with the ZeRO / FSDP volume formulas.
-#include "dist/comm_ledger.h"
+#include "src/dist/comm_ledger.h"
 
-#include "core/check.h"
+#include "src/core/check.h"
 
 namespace gpt {
 

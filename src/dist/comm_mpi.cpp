@@ -30,10 +30,10 @@
 #include <cstring>
 #include <exception>
 
-#include "core/check.h"
-#include "dist/comm_volume.h"
-#include "dist/comm_world.h"
-#include "dist/mpi_check.h"
+#include "src/core/check.h"
+#include "src/dist/comm_volume.h"
+#include "src/dist/comm_world.h"
+#include "src/dist/mpi_check.h"
 
 namespace gpt {
 namespace {

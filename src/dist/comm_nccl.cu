@@ -30,12 +30,12 @@
 #include <string>
 #include <utility>
 
-#include "backend/cuda/cuda_backend.h"
-#include "cuda/common.cuh"
-#include "dist/collective_check.h"
-#include "dist/comm_nccl.h"
-#include "dist/comm_volume.h"
-#include "dist/nccl_check.h"
+#include "src/backend/cuda/cuda_backend.h"
+#include "kernels/cuda/common.cuh"
+#include "src/dist/collective_check.h"
+#include "src/dist/comm_nccl.h"
+#include "src/dist/comm_volume.h"
+#include "src/dist/nccl_check.h"
 
 namespace gpt {
 namespace {

@@ -5,8 +5,8 @@
 #pragma once
 #include <memory>
 
-#include "backend/backend.h"
-#include "dist/communicator.h"
+#include "src/backend/backend.h"
+#include "src/dist/communicator.h"
 
 namespace gpt {
 

@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/check.h"
-#include "dist/comm_world.h"
+#include "src/core/check.h"
+#include "src/dist/comm_world.h"
 
 namespace gpt {
 namespace {

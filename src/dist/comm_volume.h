@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/dtype.h"
+#include "src/core/dtype.h"
 
 namespace gpt {
 

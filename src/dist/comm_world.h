@@ -3,7 +3,7 @@
 #pragma once
 #include <memory>
 
-#include "dist/communicator.h"
+#include "src/dist/communicator.h"
 
 namespace gpt {
 

@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
-#include "core/dtype.h"
-#include "dist/comm_ledger.h"
+#include "src/core/dtype.h"
+#include "src/dist/comm_ledger.h"
 
 namespace gpt {
 

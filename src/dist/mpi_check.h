@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "core/check.h"
+#include "src/core/check.h"
 
 namespace gpt::detail {
 

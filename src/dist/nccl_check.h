@@ -4,7 +4,7 @@
 #pragma once
 #include <nccl.h>
 
-#include "core/check.h"
+#include "src/core/check.h"
 
 namespace gpt::detail {
 

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/check.h"
-#include "fsdp/engine.h"
+#include "src/core/check.h"
+#include "src/fsdp/engine.h"
 
 namespace gpt {
 

@@ -23,11 +23,11 @@
 #include <memory>
 #include <vector>
 
-#include "backend/backend.h"
-#include "dist/communicator.h"
-#include "fsdp/options.h"
-#include "model/layout.h"
-#include "model/param_source.h"
+#include "src/backend/backend.h"
+#include "src/dist/communicator.h"
+#include "src/fsdp/options.h"
+#include "src/model/layout.h"
+#include "src/model/param_source.h"
 
 namespace gpt {
 

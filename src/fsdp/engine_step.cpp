@@ -8,10 +8,10 @@
 // host is waited for by the host only when that slot's host buffer is needed again or at finish_backward.
 #include <cstring>
 
-#include "core/check.h"
-#include "fsdp/engine.h"
+#include "src/core/check.h"
+#include "src/fsdp/engine.h"
 #include "kernels/cpu/ops.h"
-#include "util/trace.h"
+#include "src/util/trace.h"
 
 namespace gpt {
 

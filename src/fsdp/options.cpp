@@ -1,7 +1,7 @@
 // Flag parsing for FsdpOptions.
-#include "fsdp/options.h"
+#include "src/fsdp/options.h"
 
-#include "core/check.h"
+#include "src/core/check.h"
 
 namespace gpt {
 

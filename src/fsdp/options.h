@@ -20,7 +20,7 @@
 #pragma once
 #include <string>
 
-#include "core/dtype.h"
+#include "src/core/dtype.h"
 
 namespace gpt {
 

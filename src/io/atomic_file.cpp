@@ -1,7 +1,7 @@
 // Crash-safe writes and small file helpers (see atomic_file.h). A checkpoint or a model file is written to a
 // temp file next to the target, flushed to the disk, and renamed over the target; the rename is atomic on
 // POSIX file systems, and the directory fsync makes the rename itself durable.
-#include "io/atomic_file.h"
+#include "src/io/atomic_file.h"
 
 #include <fcntl.h>
 #include <glob.h>
@@ -11,7 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/check.h"
+#include "src/core/check.h"
 
 namespace gpt {
 

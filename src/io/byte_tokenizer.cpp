@@ -2,8 +2,8 @@
 // string round-trips; useful for tiny models and tests that must not depend on GPT-2's files.
 #include <memory>
 
-#include "core/check.h"
-#include "io/tokenizer.h"
+#include "src/core/check.h"
+#include "src/io/tokenizer.h"
 
 namespace gpt {
 namespace {

@@ -2,7 +2,7 @@
 // Every shard header is validated up front (cheap: 1 KiB each), so a bad file fails at start-up rather than
 // hours into a run; the token ids of a shard are range-checked once, the first time that shard is mapped.
 // Shards are read through mmap: the loader touches only the pages of the batches it serves.
-#include "io/data_loader.h"
+#include "src/io/data_loader.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -14,8 +14,8 @@
 #include <limits>
 #include <memory>
 
-#include "core/check.h"
-#include "io/atomic_file.h"
+#include "src/core/check.h"
+#include "src/io/atomic_file.h"
 
 namespace gpt {
 

@@ -6,8 +6,8 @@
 //   5. \s+(?!\S): a whitespace run that ends the text is taken whole; before a non-space character the
 //      greedy run backs off by one character, leaving the last space to prefix the next word
 //   6. \s+: a single whitespace character before a non-space character (e.g. "\tfoo").
-#include "io/gpt2_tokenizer.h"
-#include "io/unicode_tables.h"
+#include "src/io/gpt2_tokenizer.h"
+#include "src/io/unicode_tables.h"
 
 namespace gpt::gpt2 {
 namespace {

@@ -11,9 +11,9 @@
 #include <mutex>
 #include <queue>
 
-#include "core/check.h"
-#include "io/gpt2_tokenizer.h"
-#include "io/tokenizer.h"
+#include "src/core/check.h"
+#include "src/io/gpt2_tokenizer.h"
+#include "src/io/tokenizer.h"
 
 namespace gpt::gpt2 {
 namespace {

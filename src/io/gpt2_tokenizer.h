@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "io/tokenizer.h"
+#include "src/io/tokenizer.h"
 
 namespace gpt::gpt2 {
 

@@ -6,11 +6,11 @@
 // tiktoken's merge rule ("the concatenation is a token"), not only the pairs listed in vocab.bpe.
 #include <cstdio>
 
-#include "core/check.h"
-#include "io/atomic_file.h"
-#include "io/gpt2_tokenizer.h"
-#include "io/json_min.h"
-#include "io/unicode_tables.h"
+#include "src/core/check.h"
+#include "src/io/atomic_file.h"
+#include "src/io/gpt2_tokenizer.h"
+#include "src/io/json_min.h"
+#include "src/io/unicode_tables.h"
 
 namespace gpt::gpt2 {
 

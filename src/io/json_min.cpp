@@ -1,9 +1,9 @@
 // Strict recursive-descent reader for a flat JSON object of integers (see json_min.h). Hand-written
 // because the project needs exactly this and nothing more; every failure names the byte offset.
-#include "io/json_min.h"
+#include "src/io/json_min.h"
 
-#include "core/check.h"
-#include "io/unicode_tables.h"
+#include "src/core/check.h"
+#include "src/io/unicode_tables.h"
 
 namespace gpt {
 namespace {

@@ -3,7 +3,7 @@
 // tensors together (unit block[l]). Both directions walk the same list of "slabs" — one contiguous run of
 // the file mapped to (unit, element offset, count) — so load and save cannot disagree on the order.
 // Every header field is validated and the exact file size is checked before anything is allocated.
-#include "io/model_file.h"
+#include "src/io/model_file.h"
 
 #include <sys/stat.h>
 
@@ -14,8 +14,8 @@
 #include <cstring>
 #include <memory>
 
-#include "core/check.h"
-#include "io/atomic_file.h"
+#include "src/core/check.h"
+#include "src/io/atomic_file.h"
 
 namespace gpt {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "model/config.h"
-#include "model/layout.h"
+#include "src/model/config.h"
+#include "src/model/layout.h"
 
 namespace gpt {
 

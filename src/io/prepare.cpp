@@ -4,7 +4,7 @@
 // Large documents are encoded in ~chunk_bytes pieces, cut only at a newline between two printable ASCII
 // bytes: GPT-2's pre-tokenizer makes such a newline a piece of its own and no piece spans it, so the cut
 // cannot change the tokens (the byte tokenizer is unaffected by any cut).
-#include "io/prepare.h"
+#include "src/io/prepare.h"
 
 #include <algorithm>
 #include <chrono>
@@ -15,11 +15,11 @@
 #include <regex>
 #include <string_view>
 
-#include "core/check.h"
-#include "io/atomic_file.h"
-#include "io/data_loader.h"
-#include "io/tokenizer.h"
-#include "util/progress.h"
+#include "src/core/check.h"
+#include "src/io/atomic_file.h"
+#include "src/io/data_loader.h"
+#include "src/io/tokenizer.h"
+#include "src/util/progress.h"
 
 namespace gpt {
 

@@ -1,8 +1,8 @@
 // The shared part of the tokenizers: decoding a sequence, and choosing a tokenizer by name.
-#include "io/tokenizer.h"
+#include "src/io/tokenizer.h"
 
-#include "core/check.h"
-#include "io/gpt2_tokenizer.h"
+#include "src/core/check.h"
+#include "src/io/gpt2_tokenizer.h"
 
 namespace gpt {
 

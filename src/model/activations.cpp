@@ -1,5 +1,5 @@
 // Allocation of the activation buffers described in activations.h.
-#include "model/activations.h"
+#include "src/model/activations.h"
 
 namespace gpt {
 

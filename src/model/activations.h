@@ -4,9 +4,9 @@
 #pragma once
 #include <vector>
 
-#include "backend/backend.h"
-#include "model/config.h"
-#include "model/recompute.h"
+#include "src/backend/backend.h"
+#include "src/model/config.h"
+#include "src/model/recompute.h"
 
 namespace gpt {
 

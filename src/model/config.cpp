@@ -1,8 +1,8 @@
 // Presets follow GPT-2's family: d12 = 124M, d24 = 350M, d36 = 774M, d48 = 1558M (with V = 50257).
 // d2/d4/d6 are small members of the same recipe (64 channels per head) for tests and quick runs.
-#include "model/config.h"
+#include "src/model/config.h"
 
-#include "core/check.h"
+#include "src/core/check.h"
 
 namespace gpt {
 

@@ -4,13 +4,13 @@
 //   lnf -> logits = lnf @ wte^T (tied) -> softmax cross-entropy over the first V columns
 // Backward walks the same list in reverse. Recomputed layers re-run their forward (only the buffers they
 // did not keep) right before their backward, from the kept block input, with the same unit parameters.
-#include "model/gpt.h"
+#include "src/model/gpt.h"
 
 #include <cmath>
 
-#include "core/check.h"
-#include "core/rng.h"
-#include "util/trace.h"
+#include "src/core/check.h"
+#include "src/core/rng.h"
+#include "src/util/trace.h"
 
 namespace gpt {
 

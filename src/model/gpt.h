@@ -5,12 +5,12 @@
 #include <memory>
 #include <vector>
 
-#include "backend/backend.h"
-#include "model/activations.h"
-#include "model/config.h"
-#include "model/layout.h"
-#include "model/param_source.h"
-#include "model/recompute.h"
+#include "src/backend/backend.h"
+#include "src/model/activations.h"
+#include "src/model/config.h"
+#include "src/model/layout.h"
+#include "src/model/param_source.h"
+#include "src/model/recompute.h"
 
 namespace gpt {
 

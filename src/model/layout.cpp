@@ -1,9 +1,9 @@
 // Builds the per-unit flat layout described in layout.h.
-#include "model/layout.h"
+#include "src/model/layout.h"
 
 #include <algorithm>
 
-#include "core/check.h"
+#include "src/core/check.h"
 
 namespace gpt {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "model/config.h"
+#include "src/model/config.h"
 
 namespace gpt {
 

@@ -1,9 +1,9 @@
 // Parsing and per-layer decisions of RecomputePolicy (see recompute.h).
-#include "model/recompute.h"
+#include "src/model/recompute.h"
 
 #include <cstdlib>
 
-#include "core/check.h"
+#include "src/core/check.h"
 
 namespace gpt {
 

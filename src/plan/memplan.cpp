@@ -1,6 +1,6 @@
 // The memory planner (see memplan.h). Every term below mirrors one allocation and says which; sizes are
 // summed in 128-bit integers so that an absurd request (d1024 at T = 2^20) is reported, not wrapped.
-#include "plan/memplan.h"
+#include "src/plan/memplan.h"
 
 #include <algorithm>
 #include <cctype>
@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <limits>
 
-#include "backend/backend.h"
-#include "core/check.h"
+#include "src/backend/backend.h"
+#include "src/core/check.h"
 
 namespace gpt {
 namespace {

@@ -20,11 +20,11 @@
 #include <cstdint>
 #include <string>
 
-#include "backend/ledger.h"
-#include "core/dtype.h"
-#include "fsdp/options.h"
-#include "model/config.h"
-#include "model/recompute.h"
+#include "src/backend/ledger.h"
+#include "src/core/dtype.h"
+#include "src/fsdp/options.h"
+#include "src/model/config.h"
+#include "src/model/recompute.h"
 
 namespace gpt {
 

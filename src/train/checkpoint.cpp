@@ -3,7 +3,7 @@
 //   step, rng[4], data.shard, data.offset, bad_steps, rng has_spare, rng spare (bits), then per unit: numel, padded, shard_numel,
 //   shard_offset; then per unit its param, m and v shards as fp32 (shard_numel each).
 // manifest.txt: "gpt-checkpoint 1", "step S", "world N", then "file NAME BYTES CRC32" per rank.
-#include "train/checkpoint.h"
+#include "src/train/checkpoint.h"
 
 #include <algorithm>
 #include <csignal>
@@ -13,8 +13,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "dist/collective_check.h"
-#include "io/atomic_file.h"
+#include "src/dist/collective_check.h"
+#include "src/io/atomic_file.h"
 
 namespace fs = std::filesystem;
 

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "core/rng.h"
-#include "dist/communicator.h"
-#include "fsdp/engine.h"
-#include "io/data_loader.h"
+#include "src/core/rng.h"
+#include "src/dist/communicator.h"
+#include "src/fsdp/engine.h"
+#include "src/io/data_loader.h"
 
 namespace gpt {
 

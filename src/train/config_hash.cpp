@@ -1,7 +1,7 @@
 // See config_hash.h. FNV-1a over a canonical text of the options.
-#include "train/config_hash.h"
+#include "src/train/config_hash.h"
 
-#include "core/check.h"
+#include "src/core/check.h"
 
 namespace gpt {
 

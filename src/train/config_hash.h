@@ -2,8 +2,8 @@
 // strategy, recompute, offload, seed, data) and the ranks compare hashes, so ranks launched with different
 // configs stop with a message instead of deadlocking in mismatched collectives.
 #pragma once
-#include "dist/communicator.h"
-#include "train/train_options.h"
+#include "src/dist/communicator.h"
+#include "src/train/train_options.h"
 
 namespace gpt {
 

@@ -1,11 +1,11 @@
 // See generate.h.
-#include "train/generate.h"
+#include "src/train/generate.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
-#include "core/check.h"
+#include "src/core/check.h"
 
 namespace gpt {
 

@@ -5,8 +5,8 @@
 #include <functional>
 #include <vector>
 
-#include "core/rng.h"
-#include "model/gpt.h"
+#include "src/core/rng.h"
+#include "src/model/gpt.h"
 
 namespace gpt {
 

@@ -1,5 +1,5 @@
 // See lr_schedule.h.
-#include "train/lr_schedule.h"
+#include "src/train/lr_schedule.h"
 
 #include <cmath>
 

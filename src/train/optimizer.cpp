@@ -1,5 +1,5 @@
 // See optimizer.h.
-#include "train/optimizer.h"
+#include "src/train/optimizer.h"
 
 #include <algorithm>
 

@@ -3,7 +3,7 @@
 // offloaded states the update runs on the host (the shared, multi-threaded CPU kernel); otherwise on the
 // backend. Global grad-norm clipping folds into the update as a gradient scale.
 #pragma once
-#include "fsdp/engine.h"
+#include "src/fsdp/engine.h"
 
 namespace gpt {
 

@@ -4,10 +4,10 @@
 #include <cstdint>
 #include <string>
 
-#include "fsdp/options.h"
-#include "model/config.h"
-#include "model/recompute.h"
-#include "train/optimizer.h"
+#include "src/fsdp/options.h"
+#include "src/model/config.h"
+#include "src/model/recompute.h"
+#include "src/train/optimizer.h"
 
 namespace gpt {
 

@@ -1,19 +1,19 @@
 // The training loop (see trainer.h). Construction wires backend, model, FSDP engine, data and the
 // starting parameters (checkpoint > --init-from > deterministic init); step() is one optimizer step.
-#include "train/trainer.h"
+#include "src/train/trainer.h"
 
 #include <cmath>
 #include <filesystem>
 
-#include "core/check.h"
-#include "dist/collective_check.h"
+#include "src/core/check.h"
+#include "src/dist/collective_check.h"
 #ifdef GPT_WITH_NCCL
-#include "dist/comm_nccl.h"
+#include "src/dist/comm_nccl.h"
 #endif
-#include "io/model_file.h"
-#include "train/config_hash.h"
-#include "util/log.h"
-#include "util/trace.h"
+#include "src/io/model_file.h"
+#include "src/train/config_hash.h"
+#include "src/util/log.h"
+#include "src/util/trace.h"
 
 namespace gpt {
 

@@ -7,15 +7,15 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
-#include "dist/communicator.h"
-#include "fsdp/engine.h"
-#include "io/data_loader.h"
-#include "io/tokenizer.h"
-#include "model/gpt.h"
-#include "train/checkpoint.h"
-#include "train/lr_schedule.h"
-#include "train/train_options.h"
+#include "src/backend/backend.h"
+#include "src/dist/communicator.h"
+#include "src/fsdp/engine.h"
+#include "src/io/data_loader.h"
+#include "src/io/tokenizer.h"
+#include "src/model/gpt.h"
+#include "src/train/checkpoint.h"
+#include "src/train/lr_schedule.h"
+#include "src/train/train_options.h"
 
 namespace gpt {
 

@@ -3,15 +3,15 @@
 #include <cmath>
 #include <cstdio>
 
-#include "core/check.h"
+#include "src/core/check.h"
 #ifdef GPT_WITH_CUDA
-#include "backend/cuda/cuda_backend.h"
+#include "src/backend/cuda/cuda_backend.h"
 #endif
-#include "train/trainer.h"
-#include "util/log.h"
-#include "util/progress.h"
-#include "util/signals.h"
-#include "util/trace.h"
+#include "src/train/trainer.h"
+#include "src/util/log.h"
+#include "src/util/progress.h"
+#include "src/util/signals.h"
+#include "src/util/trace.h"
 
 namespace gpt {
 
@@ -171,7 +171,7 @@ void Trainer::run() {
 
 }  // namespace gpt
 
-#include "train/generate.h"
+#include "src/train/generate.h"
 
 namespace gpt {
 

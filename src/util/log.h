@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <string>
 
-#include "core/check.h"
-#include "dist/communicator.h"
+#include "src/core/check.h"
+#include "src/dist/communicator.h"
 
 namespace gpt {
 

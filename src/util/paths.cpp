@@ -1,5 +1,5 @@
 // See paths.h.
-#include "util/paths.h"
+#include "src/util/paths.h"
 
 #include <filesystem>
 

@@ -4,8 +4,8 @@
 
 #include <vector>
 
-#include "train/trainer.h"
-#include "util/log.h"
+#include "src/train/trainer.h"
+#include "src/util/log.h"
 
 namespace gpt {
 

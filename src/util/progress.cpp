@@ -1,5 +1,5 @@
 // Implementation of util/progress.h: render() builds the text, draw() rewrites the terminal line.
-#include "util/progress.h"
+#include "src/util/progress.h"
 
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
 // See signals.h. The handler only touches a lock-free atomic and, on the second signal, calls _exit.
-#include "util/signals.h"
+#include "src/util/signals.h"
 
 #include <unistd.h>
 

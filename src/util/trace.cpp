@@ -1,5 +1,5 @@
 // See trace.h. Timestamps are microseconds of the monotonic clock, which all ranks on one machine share.
-#include "util/trace.h"
+#include "src/util/trace.h"
 
 #include <unistd.h>
 
@@ -10,9 +10,9 @@
 #include <map>
 #include <sstream>
 
-#include "core/check.h"
-#include "dist/communicator.h"
-#include "io/atomic_file.h"
+#include "src/core/check.h"
+#include "src/dist/communicator.h"
+#include "src/io/atomic_file.h"
 
 namespace gpt::trace {
 namespace {

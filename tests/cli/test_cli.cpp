@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <fstream>
 
-#include "common/test_paths.h"
-#include "io/atomic_file.h"
+#include "tests/common/test_paths.h"
+#include "src/io/atomic_file.h"
 
 namespace gpt::test {
 namespace {

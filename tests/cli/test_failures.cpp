@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "common/test_paths.h"
+#include "tests/common/test_paths.h"
 
 namespace gpt::test {
 namespace {

@@ -3,7 +3,7 @@
 #pragma once
 #include <string>
 
-#include "core/check.h"
+#include "src/core/check.h"
 
 namespace gpt::test {
 

@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
-#include "dist/comm_world.h"
-#include "fsdp/engine.h"
-#include "model/gpt.h"
-#include "train/optimizer.h"
+#include "src/backend/backend.h"
+#include "src/dist/comm_world.h"
+#include "src/fsdp/engine.h"
+#include "src/model/gpt.h"
+#include "src/train/optimizer.h"
 
 namespace gpt::test {
 

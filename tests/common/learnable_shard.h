@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "core/rng.h"
-#include "io/data_loader.h"
+#include "src/core/rng.h"
+#include "src/io/data_loader.h"
 
 namespace gpt::test {
 

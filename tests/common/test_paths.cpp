@@ -1,5 +1,5 @@
 // Implementation of tests/common/test_paths.h.
-#include "common/test_paths.h"
+#include "tests/common/test_paths.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>

@@ -1,6 +1,6 @@
 // A small finalized model shape for tests: the one place tests spell out a GPTConfig field by field.
 #pragma once
-#include "model/config.h"
+#include "src/model/config.h"
 
 namespace gpt::test {
 

@@ -21,8 +21,8 @@
 #include <cmath>
 #include <vector>
 
-#include "core/check.h"
-#include "twin_util.h"
+#include "src/core/check.h"
+#include "tests/cuda/twin_util.h"
 
 namespace gpt::test {
 namespace {

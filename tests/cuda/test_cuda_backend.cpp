@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "core/check.h"
-#include "twin_util.h"
+#include "src/core/check.h"
+#include "tests/cuda/twin_util.h"
 
 namespace gpt::test {
 namespace {

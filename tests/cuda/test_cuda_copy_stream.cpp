@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
-#include "core/check.h"
+#include "src/backend/backend.h"
+#include "src/core/check.h"
 
 namespace gpt::test {
 namespace {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "twin_util.h"
+#include "tests/cuda/twin_util.h"
 
 namespace gpt::test {
 namespace {

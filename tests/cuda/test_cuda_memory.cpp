@@ -15,11 +15,11 @@
 #include <unordered_set>
 #include <vector>
 
-#include "core/check.h"
-#include "cuda/gemm_key.h"
-#include "twin_util.h"
+#include "src/core/check.h"
+#include "kernels/cuda/gemm_key.h"
+#include "tests/cuda/twin_util.h"
 #ifdef GPT_WITH_CUDA
-#include "backend/cuda/cuda_backend.h"
+#include "src/backend/cuda/cuda_backend.h"
 #endif
 
 namespace gpt::test {

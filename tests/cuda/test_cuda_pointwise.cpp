@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "twin_util.h"
+#include "tests/cuda/twin_util.h"
 
 namespace gpt::test {
 namespace {

@@ -20,13 +20,13 @@
 #include <string>
 #include <vector>
 
-#include "common/test_paths.h"
-#include "core/rng.h"
-#include "dist/comm_world.h"
-#include "io/data_loader.h"
-#include "train/trainer.h"
-#include "common/learnable_shard.h"
-#include "common/tiny_config.h"
+#include "tests/common/test_paths.h"
+#include "src/core/rng.h"
+#include "src/dist/comm_world.h"
+#include "src/io/data_loader.h"
+#include "src/train/trainer.h"
+#include "tests/common/learnable_shard.h"
+#include "tests/common/tiny_config.h"
 
 namespace gpt::test {
 namespace {

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
-#include "core/rng.h"
+#include "src/backend/backend.h"
+#include "src/core/rng.h"
 
 namespace gpt::test {
 

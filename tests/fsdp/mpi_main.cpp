@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <exception>
 
-#include "core/check.h"
-#include "fsdp/mpi_world.h"
+#include "src/core/check.h"
+#include "tests/fsdp/mpi_world.h"
 
 namespace gpt::test {
 namespace {

@@ -2,7 +2,7 @@
 // the binary is started alone). Every rank runs every test, so a test may call collectives on it freely;
 // between two collectives use EXPECT_* (never ASSERT_*), or a failing rank would leave the others waiting.
 #pragma once
-#include "dist/communicator.h"
+#include "src/dist/communicator.h"
 
 namespace gpt::test {
 Communicator& world();

@@ -8,12 +8,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/check.h"
-#include "dist/comm_world.h"
-#include "fsdp/comm_test_values.h"
-#include "fsdp/mpi_world.h"
+#include "src/core/check.h"
+#include "src/dist/comm_world.h"
+#include "tests/fsdp/comm_test_values.h"
+#include "tests/fsdp/mpi_world.h"
 #ifdef GPT_WITH_MPI
-#include "dist/mpi_check.h"
+#include "src/dist/mpi_check.h"
 #endif
 
 namespace gpt {

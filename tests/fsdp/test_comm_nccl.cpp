@@ -13,15 +13,15 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
-#include "core/check.h"
-#include "dist/collective_check.h"
-#include "fsdp/comm_test_values.h"
-#include "fsdp/mpi_world.h"
+#include "src/backend/backend.h"
+#include "src/core/check.h"
+#include "src/dist/collective_check.h"
+#include "tests/fsdp/comm_test_values.h"
+#include "tests/fsdp/mpi_world.h"
 #ifdef GPT_WITH_NCCL
 #include <cuda_runtime.h>
 
-#include "dist/comm_nccl.h"
+#include "src/dist/comm_nccl.h"
 #endif
 
 namespace gpt {

@@ -8,9 +8,9 @@
 #include <thread>
 #include <vector>
 
-#include "core/check.h"
-#include "dist/comm_volume.h"
-#include "dist/comm_world.h"
+#include "src/core/check.h"
+#include "src/dist/comm_volume.h"
+#include "src/dist/comm_world.h"
 
 namespace gpt {
 namespace {

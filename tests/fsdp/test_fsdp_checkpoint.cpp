@@ -5,12 +5,12 @@
 
 #include <filesystem>
 
-#include "core/check.h"
-#include "dist/comm_world.h"
-#include "fsdp/fsdp_run.h"
-#include "fsdp/mpi_world.h"
-#include "train/checkpoint.h"
-#include "common/tiny_config.h"
+#include "src/core/check.h"
+#include "src/dist/comm_world.h"
+#include "tests/fsdp/fsdp_run.h"
+#include "tests/fsdp/mpi_world.h"
+#include "src/train/checkpoint.h"
+#include "tests/common/tiny_config.h"
 
 namespace gpt::test {
 namespace {

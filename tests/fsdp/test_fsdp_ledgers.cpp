@@ -10,12 +10,12 @@
 
 #include <algorithm>
 
-#include "dist/comm_world.h"
-#include "fsdp/fsdp_run.h"
-#include "fsdp/mpi_world.h"
-#include "core/check.h"
-#include "train/config_hash.h"
-#include "common/tiny_config.h"
+#include "src/dist/comm_world.h"
+#include "tests/fsdp/fsdp_run.h"
+#include "tests/fsdp/mpi_world.h"
+#include "src/core/check.h"
+#include "src/train/config_hash.h"
+#include "tests/common/tiny_config.h"
 
 namespace gpt::test {
 namespace {

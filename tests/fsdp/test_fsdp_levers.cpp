@@ -5,9 +5,9 @@
 // gather and staging slots.
 #include <gtest/gtest.h>
 
-#include "fsdp/fsdp_run.h"
-#include "fsdp/mpi_world.h"
-#include "common/tiny_config.h"
+#include "tests/fsdp/fsdp_run.h"
+#include "tests/fsdp/mpi_world.h"
+#include "tests/common/tiny_config.h"
 
 namespace gpt::test {
 namespace {

@@ -4,10 +4,10 @@
 // 1e-5 relative. (Only the order of fp32 sums differs between the runs.)
 #include <gtest/gtest.h>
 
-#include "dist/comm_world.h"
-#include "fsdp/fsdp_run.h"
-#include "fsdp/mpi_world.h"
-#include "common/tiny_config.h"
+#include "src/dist/comm_world.h"
+#include "tests/fsdp/fsdp_run.h"
+#include "tests/fsdp/mpi_world.h"
+#include "tests/common/tiny_config.h"
 
 namespace gpt::test {
 namespace {

@@ -11,11 +11,11 @@
 #include <algorithm>
 #include <string>
 
-#include "core/check.h"
-#include "fsdp/fsdp_run.h"
-#include "fsdp/mpi_world.h"
-#include "plan/memplan.h"
-#include "common/tiny_config.h"
+#include "src/core/check.h"
+#include "tests/fsdp/fsdp_run.h"
+#include "tests/fsdp/mpi_world.h"
+#include "src/plan/memplan.h"
+#include "tests/common/tiny_config.h"
 
 namespace gpt::test {
 namespace {

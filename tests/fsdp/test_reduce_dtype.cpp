@@ -23,10 +23,10 @@
 #include <cstring>
 #include <vector>
 
-#include "common/test_paths.h"
-#include "fsdp/fsdp_run.h"
-#include "fsdp/mpi_world.h"
-#include "common/tiny_config.h"
+#include "tests/common/test_paths.h"
+#include "tests/fsdp/fsdp_run.h"
+#include "tests/fsdp/mpi_world.h"
+#include "tests/common/tiny_config.h"
 
 namespace gpt::test {
 namespace {

@@ -7,14 +7,14 @@
 #include <filesystem>
 #include <map>
 
-#include "common/json_lite.h"
-#include "common/test_paths.h"
-#include "core/rng.h"
-#include "fsdp/mpi_world.h"
-#include "io/atomic_file.h"
-#include "io/data_loader.h"
-#include "train/trainer.h"
-#include "common/tiny_config.h"
+#include "tests/common/json_lite.h"
+#include "tests/common/test_paths.h"
+#include "src/core/rng.h"
+#include "tests/fsdp/mpi_world.h"
+#include "src/io/atomic_file.h"
+#include "src/io/data_loader.h"
+#include "src/train/trainer.h"
+#include "tests/common/tiny_config.h"
 
 namespace gpt::test {
 namespace {

@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "fuzz_util.h"
-#include "io/atomic_file.h"
-#include "model/layout.h"
-#include "train/checkpoint.h"
+#include "tests/fuzz/fuzz_util.h"
+#include "src/io/atomic_file.h"
+#include "src/model/layout.h"
+#include "src/train/checkpoint.h"
 
 namespace {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "fuzz_util.h"
-#include "io/data_loader.h"
+#include "tests/fuzz/fuzz_util.h"
+#include "src/io/data_loader.h"
 
 namespace {
 

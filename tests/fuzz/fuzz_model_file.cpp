@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "fuzz_util.h"
-#include "io/model_file.h"
-#include "model/layout.h"
+#include "tests/fuzz/fuzz_util.h"
+#include "src/io/model_file.h"
+#include "src/model/layout.h"
 
 namespace {
 

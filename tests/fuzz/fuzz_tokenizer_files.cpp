@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "fuzz_util.h"
-#include "io/gpt2_tokenizer.h"
-#include "io/tokenizer.h"
+#include "tests/fuzz/fuzz_util.h"
+#include "src/io/gpt2_tokenizer.h"
+#include "src/io/tokenizer.h"
 
 namespace {
 

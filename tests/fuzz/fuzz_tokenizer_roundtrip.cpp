@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "fuzz_util.h"
-#include "io/gpt2_tokenizer.h"
-#include "io/tokenizer.h"
+#include "tests/fuzz/fuzz_util.h"
+#include "src/io/gpt2_tokenizer.h"
+#include "src/io/tokenizer.h"
 
 #ifndef GPT_SOURCE_DIR
 #define GPT_SOURCE_DIR "."

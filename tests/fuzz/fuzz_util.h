@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/check.h"
+#include "src/core/check.h"
 
 namespace gpt::fuzz {
 

@@ -1,16 +1,16 @@
 // Atomic writes, whole-file reads, CRC-32 against its published check value, and glob ordering/errors.
 #include <gtest/gtest.h>
 
-#include "common/error_of.h"
+#include "tests/common/error_of.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
-#include "common/test_paths.h"
-#include "core/check.h"
-#include "io/atomic_file.h"
+#include "tests/common/test_paths.h"
+#include "src/core/check.h"
+#include "src/io/atomic_file.h"
 
 namespace fs = std::filesystem;
 

@@ -4,7 +4,7 @@
 // one-line error naming the file.
 #include <gtest/gtest.h>
 
-#include "common/error_of.h"
+#include "tests/common/error_of.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "common/test_paths.h"
-#include "core/check.h"
-#include "io/data_loader.h"
+#include "tests/common/test_paths.h"
+#include "src/core/check.h"
+#include "src/io/data_loader.h"
 
 namespace {
 

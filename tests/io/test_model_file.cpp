@@ -3,7 +3,7 @@
 // exactly; save/load round-trips bit for bit; malformed headers are clean one-line errors naming the file.
 #include <gtest/gtest.h>
 
-#include "common/error_of.h"
+#include "tests/common/error_of.h"
 
 #include <cmath>
 #include <cstdint>
@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "common/test_paths.h"
-#include "core/check.h"
-#include "io/model_file.h"
-#include "common/tiny_config.h"
+#include "tests/common/test_paths.h"
+#include "src/core/check.h"
+#include "src/io/model_file.h"
+#include "tests/common/tiny_config.h"
 
 namespace {
 

@@ -4,7 +4,7 @@
 // its vocabulary files are present. Also the progress bar's text.
 #include <gtest/gtest.h>
 
-#include "common/error_of.h"
+#include "tests/common/error_of.h"
 
 #include <cmath>
 #include <cstdio>
@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "common/test_paths.h"
-#include "core/check.h"
-#include "io/data_loader.h"
-#include "io/prepare.h"
-#include "io/tokenizer.h"
-#include "util/progress.h"
+#include "tests/common/test_paths.h"
+#include "src/core/check.h"
+#include "src/io/data_loader.h"
+#include "src/io/prepare.h"
+#include "src/io/tokenizer.h"
+#include "src/util/progress.h"
 
 namespace fs = std::filesystem;
 

@@ -13,13 +13,13 @@
 #include <sstream>
 #include <thread>
 
-#include "common/test_paths.h"
-#include "core/check.h"
-#include "io/atomic_file.h"
-#include "io/gpt2_tokenizer.h"
-#include "io/json_min.h"
-#include "io/tokenizer.h"
-#include "io/unicode_tables.h"
+#include "tests/common/test_paths.h"
+#include "src/core/check.h"
+#include "src/io/atomic_file.h"
+#include "src/io/gpt2_tokenizer.h"
+#include "src/io/json_min.h"
+#include "src/io/tokenizer.h"
+#include "src/io/unicode_tables.h"
 
 namespace gpt {
 namespace {

@@ -4,9 +4,9 @@
 // relative tolerance of 2% plus an absolute 2e-4, far below the size of a wrong gradient.
 #include <gtest/gtest.h>
 
-#include "common/harness.h"
-#include "core/rng.h"
-#include "common/tiny_config.h"
+#include "tests/common/harness.h"
+#include "src/core/rng.h"
+#include "tests/common/tiny_config.h"
 
 namespace gpt::test {
 namespace {

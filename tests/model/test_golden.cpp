@@ -9,10 +9,10 @@
 #include <fstream>
 #include <regex>
 
-#include "common/harness.h"
-#include "common/test_paths.h"
-#include "io/atomic_file.h"
-#include "io/model_file.h"
+#include "tests/common/harness.h"
+#include "tests/common/test_paths.h"
+#include "src/io/atomic_file.h"
+#include "src/io/model_file.h"
 
 namespace gpt::test {
 namespace {

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
-#include "core/check.h"
-#include "core/rng.h"
+#include "src/backend/backend.h"
+#include "src/core/check.h"
+#include "src/core/rng.h"
 
 namespace gpt::test {
 

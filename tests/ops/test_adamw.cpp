@@ -1,7 +1,7 @@
 // AdamW against a closed-form double computation of several steps (weight decay, grad_scale and bias
 // correction all active), plus sum_squares and accumulate_f32 against double loops, and the thread-count
 // independence of every reduction that feeds a parameter gradient or the gradient norm.
-#include "op_test_util.h"
+#include "tests/ops/op_test_util.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif

@@ -1,7 +1,7 @@
 // Causal self-attention against a naive double loop (outputs and saved probabilities), the backward
 // against finite differences (all of qkv for a small case; sampled entries for a case that spans several
 // 64-row blocks), and causality: changing a future token's k and v leaves earlier outputs bit-identical.
-#include "op_test_util.h"
+#include "tests/ops/op_test_util.h"
 
 namespace gpt::test {
 namespace {

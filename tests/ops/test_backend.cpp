@@ -2,7 +2,7 @@
 // bookkeeping per category and domain, alignment, and the plain copies.
 #include <cstring>
 
-#include "op_test_util.h"
+#include "tests/ops/op_test_util.h"
 
 namespace gpt::test {
 namespace {

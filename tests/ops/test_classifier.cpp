@@ -1,7 +1,7 @@
 // Softmax cross-entropy over the first V of Vp columns: losses against a naive double loop, the fused
 // backward against finite differences of dloss * sum(losses), padding columns ignored by the forward and
 // exactly 0 in dlogits, and out-of-range targets rejected.
-#include "op_test_util.h"
+#include "tests/ops/op_test_util.h"
 
 namespace gpt::test {
 namespace {

@@ -1,6 +1,6 @@
 // Encoder (token + position embedding) against a naive double loop; backward against finite differences,
 // with repeated tokens (so several rows land on one wte row) and pre-filled gradients (the += contract).
-#include "op_test_util.h"
+#include "tests/ops/op_test_util.h"
 
 namespace gpt::test {
 namespace {

@@ -2,8 +2,8 @@
 // relative error within a few ulp, exact 0 below the underflow cut and +inf above the overflow cut.
 #include <limits>
 
-#include "cpu/ops.h"
-#include "op_test_util.h"
+#include "kernels/cpu/ops.h"
+#include "tests/ops/op_test_util.h"
 
 namespace gpt::test {
 namespace {

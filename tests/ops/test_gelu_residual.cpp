@@ -1,6 +1,6 @@
 // GELU (tanh approximation) against the textbook formula in double, its backward against finite
 // differences (including saturated and huge inputs), and the residual add and its += backward.
-#include "op_test_util.h"
+#include "tests/ops/op_test_util.h"
 
 namespace gpt::test {
 namespace {

@@ -1,6 +1,6 @@
 // LayerNorm against a naive double loop (outputs, mean, rstd) and its backward against finite differences
 // for dinp, dw and db, including the += contract of dw/db and rows with a large common offset.
-#include "op_test_util.h"
+#include "tests/ops/op_test_util.h"
 
 namespace gpt::test {
 namespace {

@@ -1,6 +1,6 @@
 // Matmul (out = inp @ w^T + bias) against a naive double loop, and its backward against finite
 // differences: odd sizes, N = 1, no bias, no input gradient, and the += contract of dw and dbias.
-#include "op_test_util.h"
+#include "tests/ops/op_test_util.h"
 
 namespace gpt::test {
 namespace {

@@ -9,8 +9,8 @@
 //   recompute selective: per layer the kept qkv, res2, fch and stats, plus one shared set of the rest
 #include <gtest/gtest.h>
 
-#include "common/harness.h"
-#include "common/tiny_config.h"
+#include "tests/common/harness.h"
+#include "tests/common/tiny_config.h"
 
 namespace gpt::test {
 namespace {

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "cli/commands.h"
-#include "core/check.h"
-#include "dist/comm_world.h"
-#include "plan/memplan.h"
-#include "common/tiny_config.h"
+#include "src/cli/commands.h"
+#include "src/core/check.h"
+#include "src/dist/comm_world.h"
+#include "src/plan/memplan.h"
+#include "tests/common/tiny_config.h"
 
 namespace gpt::test {
 namespace {

@@ -6,15 +6,15 @@
 #include <cmath>
 #include <map>
 
-#include "common/test_paths.h"
-#include "core/check.h"
-#include "core/rng.h"
-#include "dist/comm_world.h"
-#include "io/atomic_file.h"
-#include "io/data_loader.h"
-#include "train/trainer.h"
-#include "common/learnable_shard.h"
-#include "common/tiny_config.h"
+#include "tests/common/test_paths.h"
+#include "src/core/check.h"
+#include "src/core/rng.h"
+#include "src/dist/comm_world.h"
+#include "src/io/atomic_file.h"
+#include "src/io/data_loader.h"
+#include "src/train/trainer.h"
+#include "tests/common/learnable_shard.h"
+#include "tests/common/tiny_config.h"
 
 namespace gpt::test {
 namespace {

@@ -1,8 +1,8 @@
 // See copy_stream.h.
-#include "backend/cuda/copy_stream.h"
+#include "src/backend/cuda/copy_stream.h"
 
-#include "core/check.h"
-#include "cuda/common.cuh"
+#include "src/core/check.h"
+#include "kernels/cuda/common.cuh"
 
 namespace gpt::cuda {
 

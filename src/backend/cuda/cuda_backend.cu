@@ -16,10 +16,10 @@
 #include <cstdlib>
 #include <memory>
 
-#include "backend/backend.h"
-#include "backend/cuda/copy_stream.h"
-#include "backend/cuda/cuda_backend.h"
-#include "cuda/ops.cuh"
+#include "src/backend/backend.h"
+#include "src/backend/cuda/copy_stream.h"
+#include "src/backend/cuda/cuda_backend.h"
+#include "kernels/cuda/ops.cuh"
 
 namespace gpt {
 namespace {

@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "backend/backend.h"
+#include "src/backend/backend.h"
 
 namespace gpt {
 
