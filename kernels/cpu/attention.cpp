@@ -60,10 +60,6 @@ void causal_softmax_row(float* row /*(T)*/, int t, int T) {
 
 }  // namespace
 
-size_t attention_state_floats(int B, int T, int NH) {
-  return static_cast<size_t>(B) * NH * T * T;
-}
-
 void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
   GPT_CHECK(NH > 0 && C % NH == 0, "attention: channels ", C, " are not a multiple of the heads ", NH);
   const int hs = C / NH, C3 = 3 * C;

@@ -50,7 +50,6 @@ void matmul_backward(float* dinp /*(N,C) = or null*/, float* dw /*(OC,C) +=*/, f
                      int C, int OC);
 
 // ---- causal self-attention on packed qkv; the state is the softmax probabilities -----------------
-size_t attention_state_floats(int B, int T, int NH);  // B*NH*T*T
 void attention_forward(float* out /*(B,T,C)*/, float* att /*(B,NH,T,T)*/, const float* qkv /*(B,T,3C)*/,
                        int B, int T, int C, int NH);
 void attention_backward(float* dqkv /*(B,T,3C) =*/, const float* dout /*(B,T,C)*/,

@@ -13,7 +13,7 @@
 namespace gpt::cuda {
 namespace {
 
-constexpr int kSumBlocks = 512;
+constexpr int kSumBlocks = kSumSquaresBlocks;  // kernels/sizes.h
 constexpr int kSumThreads = 256;
 
 struct AdamWScalars {
@@ -87,8 +87,6 @@ void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
   adamw_kernel<<<grid_for(n, 256), 256, 0, stream>>>(param, grad, m, v, n, s);
   CUDA_CHECK_LAUNCH();
 }
-
-size_t sum_squares_scratch_bytes() { return (kSumBlocks + 1) * sizeof(double); }
 
 double sum_squares(const float* x, size_t n, void* scratch, cudaStream_t stream) {
   if (n == 0) return 0.0;

@@ -142,16 +142,6 @@ void head_gemm(const BlasContext& ctx, cudaStream_t stream, int BH, int M, int N
 
 }  // namespace
 
-size_t attention_state_bytes(int B, int T, int NH) {
-  return static_cast<size_t>(B) * NH * T * T * sizeof(bf16);
-}
-
-size_t attention_scratch_bytes(int B, int T, int C, int NH) {
-  const size_t heads = align_up(static_cast<size_t>(B) * T * C * sizeof(bf16));
-  const size_t tt = static_cast<size_t>(B) * NH * T * T;
-  return 7 * heads + align_up(tt * sizeof(float)) + align_up(tt * sizeof(bf16));
-}
-
 void attention_forward(bf16* out, bf16* state, const bf16* qkv, int B, int T, int C, int NH,
                        const BlasContext& ctx, void* scratch, cudaStream_t stream) {
   GPT_CHECK(NH > 0 && C % NH == 0, "cuda attention: channels ", C, " not divisible by heads ", NH);

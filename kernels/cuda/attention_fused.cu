@@ -421,14 +421,6 @@ int head_size(int C, int NH) {
 
 }  // namespace
 
-size_t fused_attention_state_bytes(int B, int T, int NH) {
-  return static_cast<size_t>(B) * NH * T * sizeof(float);
-}
-
-size_t fused_attention_scratch_bytes(int B, int T, int NH) {
-  return align_up(static_cast<size_t>(B) * NH * T * sizeof(float));
-}
-
 void fused_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH,
                              cudaStream_t stream) {
   const int hs = head_size(C, NH);

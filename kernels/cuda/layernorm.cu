@@ -13,7 +13,7 @@ namespace {
 
 constexpr float kEps = 1e-5f;
 constexpr int kRowsPerBlock = 8;  // warps per block in the row kernels
-constexpr int kChunks = 64;       // row chunks of the dw/db reduction (fixed: results do not depend on the GPU)
+constexpr int kChunks = kLayernormChunks;  // row chunks of the dw/db reduction (kernels/sizes.h; fixed: deterministic)
 constexpr int kColTile = 32;      // columns per block in the dw/db reduction
 constexpr int kRowThreads = 8;    // threads along rows per block in the dw/db reduction
 
@@ -116,10 +116,6 @@ void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, con
   const unsigned blocks = static_cast<unsigned>(ceil_div(N, kRowsPerBlock));
   layernorm_forward_kernel<<<blocks, kRowsPerBlock * kWarp, 0, stream>>>(out, mean, rstd, inp, w, b, N, C);
   CUDA_CHECK_LAUNCH();
-}
-
-size_t layernorm_backward_scratch_bytes(int N, int C) {
-  return 2 * static_cast<size_t>(kChunks) * C * sizeof(float);
 }
 
 void layernorm_backward(bf16* dinp, float* dw, float* db, const bf16* dout, const bf16* inp, const bf16* w,

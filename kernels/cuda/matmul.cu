@@ -27,7 +27,7 @@
 namespace gpt::cuda {
 namespace {
 
-constexpr int kChunks = 64;   // row chunks of the bias-gradient reduction (fixed: deterministic)
+constexpr int kChunks = kBiasGradChunks;  // row chunks of the bias-gradient reduction (kernels/sizes.h)
 constexpr int kColTile = 32;  // columns per block
 constexpr int kRowThreads = 8;
 
@@ -246,10 +246,6 @@ void matmul_gelu_forward(bf16* out, bf16* pre, const bf16* inp, const bf16* w, c
   if (bias && aux_ok && try_gemm(ctx, g, stream)) return;
   matmul_forward(pre, inp, w, bias, N, C, OC, ctx, stream);
   gelu_forward(out, pre, static_cast<size_t>(N) * OC, stream);
-}
-
-size_t matmul_backward_scratch_bytes(int N, int OC) {
-  return static_cast<size_t>(kChunks) * OC * sizeof(float);
 }
 
 void matmul_backward(bf16* dinp, float* dw, float* dbias, const bf16* dout, const bf16* inp, const bf16* w,

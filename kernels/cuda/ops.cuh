@@ -3,8 +3,9 @@
 // the cuBLASLt context for matrix products, a scratch block for ops with temporaries, and the stream.
 // Every function only enqueues work on `stream` (sum_squares excepted: it returns a host value).
 //
-// Scratch: an op that needs temporaries says how many bytes through its *_scratch_bytes function and
-// receives a device block at least that long; the content need not survive between calls.
+// Scratch: an op that needs temporaries says how many bytes through its *_scratch_bytes function
+// (kernels/sizes.h) and receives a device block at least that long; the content need not survive between
+// calls.
 #pragma once
 #include <cstddef>
 #include <unordered_map>
@@ -12,6 +13,7 @@
 #include "src/backend/backend.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm_key.h"
+#include "kernels/sizes.h"
 
 namespace gpt::cuda {
 
@@ -82,7 +84,6 @@ void encoder_backward(float* dwte /*(Vp,C) +=*/, float* dwpe /*(maxT,C) +=*/, co
 // ---- layernorm.cu -----------------------------------------------------------------------------
 void layernorm_forward(bf16* out /*(N,C)*/, float* mean /*(N)*/, float* rstd /*(N)*/, const bf16* inp /*(N,C)*/,
                        const bf16* w /*(C)*/, const bf16* b /*(C)*/, int N, int C, cudaStream_t stream);
-size_t layernorm_backward_scratch_bytes(int N, int C);
 void layernorm_backward(bf16* dinp /*(N,C) =*/, float* dw /*(C) +=*/, float* db /*(C) +=*/,
                         const bf16* dout /*(N,C)*/, const bf16* inp /*(N,C)*/, const bf16* w /*(C)*/,
                         const float* mean /*(N)*/, const float* rstd /*(N)*/, int N, int C, void* scratch,
@@ -97,7 +98,6 @@ void matmul_forward(bf16* out /*(N,OC)*/, const bf16* inp /*(N,C)*/, const bf16*
 // GELU of the unrounded pre-activation).
 void matmul_gelu_forward(bf16* out /*(N,OC)*/, bf16* pre /*(N,OC)*/, const bf16* inp /*(N,C)*/, const bf16* w /*(OC,C)*/,
                          const bf16* bias /*(OC)*/, int N, int C, int OC, const BlasContext& ctx, cudaStream_t stream);
-size_t matmul_backward_scratch_bytes(int N, int OC);
 void matmul_backward(bf16* dinp /*(N,C) = or null*/, float* dw /*(OC,C) +=*/, float* dbias /*(OC) += or null*/,
                      const bf16* dout /*(N,OC)*/, const bf16* inp /*(N,C)*/, const bf16* w /*(OC,C)*/, int N,
                      int C, int OC, const BlasContext& ctx, void* scratch, cudaStream_t stream);
@@ -105,8 +105,6 @@ void matmul_backward(bf16* dinp /*(N,C) = or null*/, float* dw /*(OC,C) +=*/, fl
 // ---- attention.cu -------------------------------------------------------------------------------
 // State kept from forward to backward: the softmax probabilities P (B,NH,T,T) in bf16 (the exact values the
 // forward multiplied with V, so backward differentiates the function forward computed).
-size_t attention_state_bytes(int B, int T, int NH);
-size_t attention_scratch_bytes(int B, int T, int C, int NH);
 void attention_forward(bf16* out /*(B,T,C)*/, bf16* state /*(B,NH,T,T)*/, const bf16* qkv /*(B,T,3C)*/, int B,
                        int T, int C, int NH, const BlasContext& ctx, void* scratch, cudaStream_t stream);
 void attention_backward(bf16* dqkv /*(B,T,3C) =*/, const bf16* dout /*(B,T,C)*/, const bf16* qkv /*(B,T,3C)*/,
@@ -116,8 +114,6 @@ void attention_backward(bf16* dqkv /*(B,T,3C) =*/, const bf16* dout /*(B,T,C)*/,
 // ---- attention_fused.cu -------------------------------------------------------------------------
 // The fused (flash-style) path of the same op: state is the row log-sum-exp (B,NH,T) fp32, scratch the
 // softmax-gradient row terms (B,NH,T) fp32. Head sizes 32 and 64 (every GPT-2 preset has 64).
-size_t fused_attention_state_bytes(int B, int T, int NH);
-size_t fused_attention_scratch_bytes(int B, int T, int NH);
 void fused_attention_forward(bf16* out /*(B,T,C)*/, float* lse /*(B,NH,T)*/, const bf16* qkv /*(B,T,3C)*/, int B,
                              int T, int C, int NH, cudaStream_t stream);
 void fused_attention_backward(bf16* dqkv /*(B,T,3C) =*/, const bf16* dout /*(B,T,C)*/, const bf16* qkv /*(B,T,3C)*/,
@@ -142,7 +138,6 @@ void classifier_backward(bf16* logits_to_dlogits /*(N,Vp)*/, float* losses /*(N)
 // ---- adamw.cu ---------------------------------------------------------------------------------
 void adamw_update(float* param, const float* grad, float* m, float* v, size_t n, const AdamWParams& hp,
                   cudaStream_t stream);
-size_t sum_squares_scratch_bytes();
 // Waits for the stream (the result is a host value).
 double sum_squares(const float* x, size_t n, void* scratch, cudaStream_t stream);
 void accumulate_f32(float* y /*+=*/, const float* x, size_t n, cudaStream_t stream);

@@ -41,13 +41,14 @@ class Backend {
   size_t compute_size() const { return dtype_size(compute_dtype()); }
 
   // ---- memory ------------------------------------------------------------------------------
-  // Device-domain allocation, tagged in the ledger. Memory is NOT zeroed.
-  void* alloc(size_t bytes, MemCat cat);
+  // This backend's own memory, tagged in the ledger (the device domain; the host domain for the host side
+  // of a device, make_host_backend). Memory is NOT zeroed.
+  virtual void* alloc(size_t bytes, MemCat cat);
   // Host-domain allocation (pinned on GPU backends), tagged in the ledger. NOT zeroed.
-  void* alloc_host(size_t bytes, MemCat cat);
-  void free(void* p);       // device-domain pointer from alloc()
-  void free_host(void* p);  // host-domain pointer from alloc_host()
-  MemoryLedger& ledger() { return ledger_; }
+  virtual void* alloc_host(size_t bytes, MemCat cat);
+  virtual void free(void* p);       // pointer from alloc()
+  virtual void free_host(void* p);  // pointer from alloc_host()
+  virtual MemoryLedger& ledger() { return ledger_; }
   // Reserves the scratch that ops with temporaries need for the largest shapes a model runs (attention at
   // B, T, C, NH; layernorm backward over B*T rows of C; the bias gradient of a matmul with up to max_bias_oc
   // output channels), tagged workspace, so no step allocates. Afterwards an op that needs more fails with
@@ -163,6 +164,12 @@ class Backend {
 // one-line error.
 void check_fused_attention_backend(const std::string& backend);
 void check_fused_attention_heads(int C, int NH);
+
+// The host side of `device`: the CPU kernels on memory from device.alloc_host (pinned on cuda), recorded in
+// device's ledger under the host domain; its copies are memcpy. Offloaded model states live here, so the
+// FSDP engine makes the same calls on them (zero, accumulate, sum_squares, adamw_update, copies) wherever
+// they are. `device` must outlive it.
+std::unique_ptr<Backend> make_host_backend(Backend& device);
 
 // "cpu" or "cuda". Throws gpt::Error naming the device when it is unknown, not built, or absent.
 std::unique_ptr<Backend> make_backend(const std::string& device);

@@ -7,6 +7,7 @@
 
 #include "src/backend/backend.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/sizes.h"
 
 namespace gpt {
 
@@ -20,7 +21,7 @@ void* aligned_alloc64(size_t bytes) {
 float* f(void* p) { return static_cast<float*>(p); }
 const float* f(const void* p) { return static_cast<const float*>(p); }
 
-class CpuBackend final : public Backend {
+class CpuBackend : public Backend {
  public:
   ~CpuBackend() override = default;
   std::string name() const override { return "cpu"; }
@@ -74,7 +75,7 @@ class CpuBackend final : public Backend {
   }
 
   size_t attention_state_bytes(int B, int T, int NH) const override {
-    return cpu::attention_state_floats(B, T, NH) * sizeof(float);
+    return (size_t)cpu::attention_state_bytes(B, T, NH);
   }
   void attention_forward(void* out, void* state, const void* qkv, int B, int T, int C, int NH) override {
     cpu::attention_forward(f(out), f(state), f(qkv), B, T, C, NH);
@@ -119,8 +120,24 @@ class CpuBackend final : public Backend {
   void raw_free_host(void* p) override { std::free(p); }
 };
 
+// The CPU kernels on another backend's host memory (see make_host_backend).
+class HostSideBackend final : public CpuBackend {
+ public:
+  explicit HostSideBackend(Backend& device) : device_(device) {}
+  std::string name() const override { return device_.name() + " host"; }
+  void* alloc(size_t bytes, MemCat cat) override { return device_.alloc_host(bytes, cat); }
+  void* alloc_host(size_t bytes, MemCat cat) override { return device_.alloc_host(bytes, cat); }
+  void free(void* p) override { device_.free_host(p); }
+  void free_host(void* p) override { device_.free_host(p); }
+  MemoryLedger& ledger() override { return device_.ledger(); }
+
+ private:
+  Backend& device_;
+};
+
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> make_host_backend(Backend& device) { return std::make_unique<HostSideBackend>(device); }
 
 }  // namespace gpt

@@ -6,22 +6,39 @@
 // Offload copies run on the backend's copy stream, ordered by tickets (events), never by stream syncs:
 // a gather's host->device copy is waited for by the compute stream only; a reduced shard's copy to the
 // host is waited for by the host only when that slot's host buffer is needed again or at finish_backward.
-#include <cstring>
+// Every entry point checks the call order it expects (engine.h) and throws naming the unit otherwise.
+#include <algorithm>
+#include <string>
 
 #include "src/core/check.h"
 #include "src/fsdp/engine.h"
-#include "kernels/cpu/ops.h"
 #include "src/util/trace.h"
 
 namespace gpt {
 
+namespace {
+const char* pass_name(Pass p) { return p == Pass::forward ? "forward" : "backward"; }
+}  // namespace
+
 bool FsdpEngine::keeps_after_forward(int u) const {
-  return u == layout_.embed_unit() || opt_.strategy == ShardStrategy::grad_op;
+  return u == layout_.embed_unit() || geo_.opt.strategy == ShardStrategy::grad_op;
+}
+
+// A pass acquires its units in Layout::pass_order; the first unit of the order starts a new pass.
+void FsdpEngine::check_acquire_order(int u, Pass pass) {
+  GPT_CHECK(u >= 0 && u < num_units(), "fsdp: acquire of unit ", u, " outside [0, ", num_units(), ")");
+  const int pos = pass_pos_[(int)pass][u], last = last_pos_[(int)pass];
+  GPT_CHECK(pos == 0 || pos == last + 1, "fsdp: acquire(", name(u), ", ", pass_name(pass), ") out of order: expected ",
+            last + 1 < num_units() ? name(layout_.pass_order(pass)[last + 1]) : std::string("a new pass"),
+            " (Layout::pass_order)");
+  GPT_CHECK(!units_[u].held, "fsdp: acquire(", name(u), ", ", pass_name(pass), ") while it is still held from the ",
+            pass_name(units_[u].held_pass), " pass (release it first)");
+  last_pos_[(int)pass] = pos;
 }
 
 void FsdpEngine::start_gather(int u) {
-  UnitShard& s = units_[u];
-  if (s.slot >= 0) return;  // gathered or in flight
+  Unit& s = units_[u];
+  if (s.state != ParamState::sharded) return;  // gathered or in flight
   int slot = -1;
   if (u == layout_.embed_unit()) {
     slot = 0;
@@ -29,23 +46,23 @@ void FsdpEngine::start_gather(int u) {
     for (int i = 1; i < (int)slots_.size() && slot < 0; i++)
       if (slots_[i].owner < 0) slot = i;
   }
-  GPT_CHECK(slot >= 0 && slots_[slot].owner < 0, "fsdp: no free gather slot for unit ", layout_.unit(u).name,
-            " (acquire/release out of order)");
+  GPT_CHECK(slot >= 0 && slots_[slot].owner < 0, "fsdp: no free gather slot for unit ", name(u),
+            " (more units held than --gather-slots)");
   Slot& sl = slots_[slot];
   sl.owner = u;
   s.slot = slot;
-  s.gathered = false;
-  trace::begin(trace::kGatherSlot0 + slot, "gather " + layout_.unit(u).name, "comm");
-  const size_t n = (size_t)s.shard_numel;
+  s.state = ParamState::gathering;
+  trace::begin(trace::kGatherSlot0 + slot, "gather " + name(u), "comm");
+  const size_t n = (size_t)geo_.units[u].shard_numel;
   // The all-gather input: this rank's shard in compute dtype, on the device.
   const void* in = nullptr;
   const float* in_f32 = nullptr;
-  if (opt_.offload == OffloadMode::params) {
-    trace::Scope copy(trace::kCopies, "h2d " + layout_.unit(u).name, "copy");
+  if (geo_.opt.offload == OffloadMode::params) {
+    trace::Scope copy(trace::kCopies, "h2d " + name(u), "copy");
     // On the copy stream, after the previous reader of the staging buffer; the conversion waits for it.
     be_.wait_copy_device(track(be_.copy_h2d_async(sl.stage_f32, s.param, n * sizeof(float))));
     in_f32 = sl.stage_f32;
-  } else if (opt_.offload == OffloadMode::optimizer) {
+  } else if (geo_.opt.offload == OffloadMode::optimizer) {
     in = s.param_dev;
   } else {
     in_f32 = s.param;
@@ -58,7 +75,7 @@ void FsdpEngine::start_gather(int u) {
       in = sl.stage_c;
     }
   }
-  if (group_ == 1) {
+  if (geo_.group == 1) {
     be_.copy_d2d(sl.data, in, n * be_.compute_size());
   } else {
     s.gather_work = shard_comm_->all_gather_async(sl.data, in, n, be_.compute_dtype());
@@ -70,49 +87,51 @@ void FsdpEngine::trace_counters() {
   if (!trace::on()) return;
   double params = 0, grads = 0;
   for (const Slot& sl : slots_)
-    if (sl.owner >= 0) params += (double)units_[sl.owner].padded * be_.compute_size();
+    if (sl.owner >= 0) params += (double)geo_.units[sl.owner].padded * be_.compute_size();
   for (const GradSlot& g : gslots_)
-    if (g.owner >= 0) grads += (double)units_[g.owner].padded * sizeof(float);
+    if (g.owner >= 0) grads += (double)geo_.units[g.owner].padded * sizeof(float);
   trace::counter("gathered params in use", params);
   trace::counter("gradient slots in use", grads);
   trace::counter("comm bytes in flight", (double)(shard_comm_->ledger().in_flight() + replica_comm_->ledger().in_flight()));
 }
 
 void FsdpEngine::wait_gather(int u) {
-  UnitShard& s = units_[u];
+  Unit& s = units_[u];
   if (s.gather_work) {
     s.gather_work->wait();
     s.gather_work.reset();
   }
-  if (!s.gathered) trace::end(trace::kGatherSlot0 + s.slot);
-  s.gathered = true;
+  if (s.state == ParamState::gathering) trace::end(trace::kGatherSlot0 + s.slot);
+  s.state = ParamState::gathered;
   trace_counters();
 }
 
 void FsdpEngine::free_unit(int u) {
-  UnitShard& s = units_[u];
-  if (s.slot < 0) return;
+  Unit& s = units_[u];
+  if (s.state == ParamState::sharded) return;
   if (s.gather_work) {  // a prefetch that was never used: finish it before the slot is reused
     s.gather_work->wait();
     s.gather_work.reset();
   }
-  if (!s.gathered) trace::end(trace::kGatherSlot0 + s.slot);
+  if (s.state == ParamState::gathering) trace::end(trace::kGatherSlot0 + s.slot);
   slots_[s.slot].owner = -1;
   s.slot = -1;
-  s.gathered = false;
+  s.state = ParamState::sharded;
   trace_counters();
 }
 
+void FsdpEngine::free_all_units() {
+  for (int u = 0; u < num_units(); u++) free_unit(u);
+}
+
+// Starts the gather of the unit that follows u in the pass, when a slot is free.
 void FsdpEngine::prefetch_after(int u, Pass pass) {
-  if (group_ == 1) return;  // nothing to overlap: the "gather" is a local copy
-  const int root = layout_.embed_unit(), head = layout_.head_unit();
-  int next = -1;
-  if (pass == Pass::forward) {
-    next = u == head ? -1 : u + 1;
-  } else {
-    next = u == root ? head : (u > 1 ? u - 1 : -1);
-  }
-  if (next < 0 || next == root || units_[next].slot >= 0) return;
+  if (geo_.group == 1) return;  // nothing to overlap: the "gather" is a local copy
+  const std::vector<int>& order = layout_.pass_order(pass);
+  const int pos = pass_pos_[(int)pass][u];
+  if (pos + 1 >= (int)order.size()) return;
+  const int next = order[pos + 1];
+  if (next == layout_.embed_unit() || units_[next].state != ParamState::sharded) return;
   for (int i = 1; i < (int)slots_.size(); i++) {
     if (slots_[i].owner < 0) {
       start_gather(next);
@@ -122,9 +141,12 @@ void FsdpEngine::prefetch_after(int u, Pass pass) {
 }
 
 const void* FsdpEngine::acquire(int u, Pass pass) {
-  UnitShard& s = units_[u];
-  if (direct_params()) return s.param;
-  if (!s.gathered) {
+  check_acquire_order(u, pass);
+  Unit& s = units_[u];
+  s.held = true;
+  s.held_pass = pass;
+  if (geo_.direct_params) return s.param;
+  if (s.state != ParamState::gathered) {
     start_gather(u);
     wait_gather(u);
   }
@@ -133,13 +155,13 @@ const void* FsdpEngine::acquire(int u, Pass pass) {
 }
 
 void FsdpEngine::release(int u, Pass pass) {
-  if (direct_params()) return;
+  GPT_CHECK(u >= 0 && u < num_units() && units_[u].held && units_[u].held_pass == pass, "fsdp: release(",
+            u >= 0 && u < num_units() ? name(u) : std::to_string(u), ", ", pass_name(pass),
+            ") of a unit not acquired in that pass");
+  units_[u].held = false;
+  if (geo_.direct_params) return;
   if (pass == Pass::forward && keeps_after_forward(u)) return;
   free_unit(u);
-}
-
-void FsdpEngine::on_params_updated() {
-  for (int u = 0; u < (int)units_.size(); u++) free_unit(u);
 }
 
 // The slot unit u is filling, or a free one (completing the oldest reductions until one frees up).
@@ -159,7 +181,7 @@ int FsdpEngine::take_grad_slot(int u) {
       release_copy_source(gslots_[free_slot]);
       return free_slot;
     }
-    GPT_CHECK(!pending_.empty(), "fsdp: no free gradient slot for unit ", layout_.unit(u).name);
+    GPT_CHECK(!pending_.empty(), "fsdp: no free gradient slot for unit ", name(u));
     int oldest = pending_.front();
     pending_.pop_front();
     complete_reduction(gslots_[oldest]);
@@ -167,40 +189,46 @@ int FsdpEngine::take_grad_slot(int u) {
 }
 
 float* FsdpEngine::grad_buffer(int u) {
-  UnitShard& s = units_[u];
-  if (direct_grads()) return s.grad;
-  if (opt_.no_sync) return s.nosync_acc;
-  const int i = take_grad_slot(u);
-  GradSlot& g = gslots_[i];
-  if (g.owner != u) {
+  Unit& s = units_[u];
+  GPT_CHECK(s.held && s.held_pass == Pass::backward, "fsdp: grad_buffer(", name(u),
+            ") outside its backward (between acquire(", name(u), ", backward) and grad_ready)");
+  const bool fresh = s.grad_state == GradState::idle;
+  s.grad_state = GradState::accumulating;
+  if (geo_.direct_grads) return s.grad;
+  if (geo_.opt.no_sync) return s.nosync_acc;
+  GradSlot& g = gslots_[take_grad_slot(u)];
+  if (fresh) {
     g.owner = u;
     g.src = g.data;
-    be_.zero(g.data, (size_t)s.padded * sizeof(float));
+    be_.zero(g.data, (size_t)geo_.units[u].padded * sizeof(float));
   }
   return g.data;
 }
 
 void FsdpEngine::grad_ready(int u) {
-  if (direct_grads()) return;
-  if (opt_.no_sync && !last_micro_) return;  // keep accumulating locally
-  UnitShard& s = units_[u];
+  Unit& s = units_[u];
+  GPT_CHECK(s.grad_state == GradState::accumulating, "fsdp: grad_ready(", name(u),
+            ") without a grad_buffer since its last grad_ready");
+  s.grad_state = GradState::idle;
+  if (geo_.direct_grads || (geo_.opt.no_sync && !last_micro_)) return;  // nothing to reduce (yet)
+  const UnitGeometry& ug = geo_.units[u];
   const int i = take_grad_slot(u);
   GradSlot& g = gslots_[i];
   g.owner = u;
   g.reducing = true;
-  if (opt_.no_sync) g.src = s.nosync_acc;
-  trace::begin(trace::kReduceSlot0 + i, (group_ > 1 ? "reduce-scatter " : "all-reduce ") + layout_.unit(u).name, "comm");
-  if (bf16_reduce()) {
-    be_.f32_to_bf16(g.send_bf16, g.src, (size_t)s.padded);  // (padded) fp32 -> bf16, nearest-even
-    if (group_ > 1)
-      g.work = shard_comm_->reduce_scatter_async(g.recv_bf16, g.send_bf16, (size_t)s.shard_numel, DType::BF16,
+  if (geo_.opt.no_sync) g.src = s.nosync_acc;
+  trace::begin(trace::kReduceSlot0 + i, (geo_.group > 1 ? "reduce-scatter " : "all-reduce ") + name(u), "comm");
+  if (geo_.bf16_reduce) {
+    be_.f32_to_bf16(g.send_bf16, g.src, (size_t)ug.padded);  // (padded) fp32 -> bf16, nearest-even
+    if (geo_.group > 1)
+      g.work = shard_comm_->reduce_scatter_async(g.recv_bf16, g.send_bf16, (size_t)ug.shard_numel, DType::BF16,
                                                  ReduceOp::avg);
     else
-      g.work = replica_comm_->all_reduce_async(g.send_bf16, (size_t)s.padded, DType::BF16, ReduceOp::avg);
-  } else if (group_ > 1) {
-    g.work = shard_comm_->reduce_scatter_async(g.rs_out, g.src, (size_t)s.shard_numel, DType::F32, ReduceOp::avg);
+      g.work = replica_comm_->all_reduce_async(g.send_bf16, (size_t)ug.padded, DType::BF16, ReduceOp::avg);
+  } else if (geo_.group > 1) {
+    g.work = shard_comm_->reduce_scatter_async(g.rs_out, g.src, (size_t)ug.shard_numel, DType::F32, ReduceOp::avg);
   } else {
-    g.work = replica_comm_->all_reduce_async(g.src, (size_t)s.padded, DType::F32, ReduceOp::avg);
+    g.work = replica_comm_->all_reduce_async(g.src, (size_t)ug.padded, DType::F32, ReduceOp::avg);
   }
   pending_.push_back(i);
   trace_counters();
@@ -208,16 +236,16 @@ void FsdpEngine::grad_ready(int u) {
 
 void FsdpEngine::complete_reduction(GradSlot& g) {
   const int u = g.owner;
-  UnitShard& s = units_[u];
+  Unit& s = units_[u];
   if (g.work) {
     g.work->wait();
     g.work.reset();
   }
   float* reduced = reduced_f32(g);
   trace::end(trace::kReduceSlot0 + (int)(&g - gslots_.data()));
-  const size_t n = (size_t)s.shard_numel;
-  if (host_states()) {
-    trace::Scope copy(trace::kCopies, "d2h grad " + layout_.unit(u).name, "copy");
+  const size_t n = (size_t)geo_.units[u].shard_numel;
+  if (geo_.host_states) {
+    trace::Scope copy(trace::kCopies, "d2h grad " + name(u), "copy");
     finish_host_grad(g);  // the previous unit's copy out of this slot, before host_rs is overwritten
     g.d2h = track(be_.copy_d2h_async(g.host_rs, reduced, n * sizeof(float)));
     g.d2h_reads_slot = true;
@@ -227,7 +255,7 @@ void FsdpEngine::complete_reduction(GradSlot& g) {
   }
   if (g.src == s.nosync_acc) {
     release_copy_source(g);  // when G = 1 the copy reads the accumulator itself
-    be_.zero(s.nosync_acc, (size_t)s.padded * sizeof(float));
+    be_.zero(s.nosync_acc, (size_t)geo_.units[u].padded * sizeof(float));
   }
   g.owner = -1;
   g.reducing = false;
@@ -237,21 +265,19 @@ void FsdpEngine::complete_reduction(GradSlot& g) {
 
 // After the slot's collective: the hybrid replica all-reduce (same dtype), then widening from bf16.
 float* FsdpEngine::reduced_f32(GradSlot& g) {
-  const size_t n = (size_t)units_[g.owner].shard_numel;  // equals padded when G = 1
-  const bool bf16 = bf16_reduce();
-  float* f32 = group_ > 1 ? g.rs_out : g.src;             // (n) fp32: the result the grad shard receives
-  void* out = !bf16 ? static_cast<void*>(f32) : group_ > 1 ? g.recv_bf16 : g.send_bf16;  // (n) collective's result
-  if (group_ > 1 && replica_comm_->world() > 1)
-    replica_comm_->all_reduce(out, n, bf16 ? DType::BF16 : DType::F32, ReduceOp::avg);
+  const size_t n = (size_t)geo_.units[g.owner].shard_numel;  // equals padded when G = 1
+  const bool bf16 = geo_.bf16_reduce, sharded = geo_.group > 1;
+  float* f32 = sharded ? g.rs_out : g.src;             // (n) fp32: the result the grad shard receives
+  void* out = !bf16 ? static_cast<void*>(f32) : sharded ? g.recv_bf16 : g.send_bf16;  // (n) collective's result
+  if (sharded && replica_comm_->world() > 1) replica_comm_->all_reduce(out, n, bf16 ? DType::BF16 : DType::F32, ReduceOp::avg);
   if (bf16) be_.bf16_to_f32(f32, out, n);
   return f32;
 }
 
 void FsdpEngine::finish_host_grad(GradSlot& g) {
   if (g.host_unit < 0) return;
-  UnitShard& s = units_[g.host_unit];
   be_.wait_copy_host(g.d2h);
-  cpu::accumulate_f32(s.grad, g.host_rs, (size_t)s.shard_numel);
+  host_->accumulate_f32(units_[g.host_unit].grad, g.host_rs, (size_t)geo_.units[g.host_unit].shard_numel);
   g.host_unit = -1;
 }
 
@@ -269,6 +295,22 @@ void FsdpEngine::wait_host_copies() {
   for (GradSlot& g : gslots_) g.d2h_reads_slot = false;
 }
 
+void FsdpEngine::check_quiet(const char* what) const {
+  for (int u = 0; u < num_units(); u++) {
+    GPT_CHECK(!units_[u].held, "fsdp: ", what, " while unit ", name(u), " is held by the model (release it first)");
+    GPT_CHECK(units_[u].grad_state == GradState::idle, "fsdp: ", what, " while unit ", name(u),
+              " has a gradient without its grad_ready");
+  }
+  GPT_CHECK(pending_.empty(), "fsdp: ", what, " while gradient reductions are in flight (finish_backward first)");
+}
+
+void FsdpEngine::begin_step() {
+  check_quiet("begin_step");
+  free_all_units();  // what eval or sample left gathered: a step starts fully sharded
+  for (int u = 0; u < num_units(); u++)
+    states_->zero(units_[u].grad, (size_t)geo_.units[u].shard_numel * sizeof(float));
+}
+
 void FsdpEngine::begin_micro_step(bool last_micro_step) { last_micro_ = last_micro_step; }
 
 void FsdpEngine::finish_backward() {
@@ -281,23 +323,45 @@ void FsdpEngine::finish_backward() {
   wait_host_copies();  // and no copy still reads a host shard the optimizer is about to write
 }
 
-void FsdpEngine::zero_grad_shards() {
-  for (auto& s : units_) {
-    const size_t bytes = (size_t)s.shard_numel * sizeof(float);
-    if (host_states())
-      std::memset(s.grad, 0, bytes);
-    else
-      be_.zero(s.grad, bytes);
+double FsdpEngine::grad_sumsq() {
+  check_quiet("grad_sumsq");
+  double local = 0;
+  for (int u = 0; u < num_units(); u++) local += states_->sum_squares(units_[u].grad, (size_t)geo_.units[u].shard_numel);
+  return geo_.group > 1 ? shard_comm_->all_reduce_scalar(local, ReduceOp::sum) : local;
+}
+
+void FsdpEngine::update_params(const std::function<void(Backend& states, const ShardSegment&)>& update) {
+  check_quiet("update_params");
+  free_all_units();  // gathered copies of the old parameters
+  for (int u = 0; u < num_units(); u++) {
+    Unit& s = units_[u];
+    const UnitGeometry& g = geo_.units[u];
+    const int64_t lo = g.shard_offset, hi = g.shard_offset + g.shard_numel;
+    const std::vector<TensorSpec>& tensors = layout_.unit(u).tensors;
+    for (const TensorSpec& t : tensors) {
+      // Padding past the last tensor has zero grad: it joins the last tensor's segment (any decay keeps 0).
+      const int64_t t_hi = &t == &tensors.back() ? hi : t.offset + t.numel;
+      const int64_t a = std::max(lo, t.offset), b = std::min(hi, t_hi);
+      if (a >= b) continue;
+      const int64_t off = a - lo;
+      update(*states_, ShardSegment{s.param + off, s.grad + off, s.m + off, s.v + off, (size_t)(b - a), t.weight_decay});
+    }
+    refresh_device_copy(u);
   }
 }
 
-double FsdpEngine::grad_sumsq() {
-  double local = 0;
-  for (auto& s : units_) {
-    local += host_states() ? cpu::sum_squares(s.grad, (size_t)s.shard_numel)
-                           : be_.sum_squares(s.grad, (size_t)s.shard_numel);
+// Copy-stream copy, waited for by the compute stream only (the next gather reads param_dev on it); the
+// host shard it reads is not written again before the next finish_backward waits for it.
+void FsdpEngine::refresh_device_copy(int u) {
+  if (geo_.opt.offload != OffloadMode::optimizer) return;
+  Unit& s = units_[u];
+  const size_t n = (size_t)geo_.units[u].shard_numel;
+  if (be_.compute_dtype() == DType::F32) {
+    be_.wait_copy_device(track(be_.copy_h2d_async(s.param_dev, s.param, n * sizeof(float))));
+  } else {
+    be_.wait_copy_device(track(be_.copy_h2d_async(refresh_stage_, s.param, n * sizeof(float))));
+    be_.f32_to_compute(s.param_dev, refresh_stage_, n);
   }
-  return group_ > 1 ? shard_comm_->all_reduce_scalar(local, ReduceOp::sum) : local;
 }
 
 }  // namespace gpt

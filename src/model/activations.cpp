@@ -1,21 +1,65 @@
-// Allocation of the activation buffers described in activations.h.
+// The activation plan and its allocation (activations.h). The constructor allocates exactly the plan's
+// buffers, so the plan's total is what the ledger records under `activation`.
 #include "src/model/activations.h"
 
+#include "src/core/size_math.h"
+
 namespace gpt {
+
+bool KeptFields::all() const {
+  for (bool k : keep)
+    if (!k) return false;
+  return true;
+}
 
 KeptFields KeptFields::for_layer(const RecomputePolicy& p, int layer) {
   KeptFields k;
   if (p.layer_recomputes_all(layer)) {
-    k = KeptFields{false, false, false, false, false, false, false, false, false, false};
+    k.keep.fill(false);
   } else if (p.selective()) {
-    // keep matmul outputs (qkv, fch), the residual res2 and the cheap layernorm statistics
-    k.ln1 = false;
-    k.atty = false;
-    k.att_state = false;
-    k.ln2 = false;
-    k.fch_gelu = false;
+    // keep the matmul outputs (qkv, fch), the residual res2 and the cheap layernorm statistics
+    for (BlockField f : {BlockField::ln1, BlockField::atty, BlockField::att_state, BlockField::ln2, BlockField::fch_gelu})
+      k.keep[(int)f] = false;
   }
   return k;
+}
+
+ActivationPlan plan_activations(const GPTConfig& cfg, const RecomputePolicy& policy, int B, int T, int64_t cs,
+                                int64_t state_bytes) {
+  const int64_t N = sat_mul({B, T}), C = cfg.channels, L = cfg.num_layers;
+  ActivationPlan p;
+  auto set = [&](BlockField f, int64_t bytes) { p.field_bytes[(int)f] = bytes; };
+  set(BlockField::ln1, sat_mul({N, C, cs}));
+  set(BlockField::ln1_stats, sat_mul({2, N, 4}));
+  set(BlockField::qkv, sat_mul({N, 3 * C, cs}));
+  set(BlockField::atty, sat_mul({N, C, cs}));
+  set(BlockField::att_state, state_bytes);
+  set(BlockField::res2, sat_mul({N, C, cs}));
+  set(BlockField::ln2, sat_mul({N, C, cs}));
+  set(BlockField::ln2_stats, sat_mul({2, N, 4}));
+  set(BlockField::fch, sat_mul({N, 4 * C, cs}));
+  set(BlockField::fch_gelu, sat_mul({N, 4 * C, cs}));
+  for (int l = 0; l < L; l++) {
+    p.kept.push_back(KeptFields::for_layer(policy, l));
+    for (int f = 0; f < kBlockFields; f++) p.scratch[f] |= !p.kept.back().keep[f];
+  }
+  p.resid = sat_mul({N, C, cs});
+  p.row_f32 = sat_mul({N, 4});
+  p.narrow = sat_mul({N, C, cs});
+  p.wide = sat_mul({N, 4 * C, cs});
+  p.logits = sat_mul({N, cfg.padded_vocab_size, cs});
+  return p;
+}
+
+int64_t ActivationPlan::total_bytes() const {
+  int64_t t = 0;
+  for (int f = 0; f < kBlockFields; f++) {
+    int64_t layers_keeping = 0;
+    for (const KeptFields& k : kept) layers_keeping += k.keep[f];
+    t = sat_add({t, sat_mul({layers_keeping + (scratch[f] ? 1 : 0), field_bytes[f]})});
+  }
+  const int64_t L = (int64_t)kept.size();
+  return sat_add({t, sat_mul({L + 1, resid}), sat_mul({5, row_f32}), sat_mul({4, narrow}), sat_mul({2, wide}), logits});
 }
 
 void* Activations::take(size_t bytes) {
@@ -24,60 +68,55 @@ void* Activations::take(size_t bytes) {
   return p;
 }
 
+// Sets a's pointer for field f: a buffer of its own when `own`, else the shared one from `shared`.
+void Activations::place(BlockActs& a, BlockField f, bool own, const BlockActs& shared, const ActivationPlan& p) {
+  const size_t bytes = (size_t)p.field_bytes[(int)f];
+  auto one = [&](void*& dst, void* from_shared) { dst = own ? take(bytes) : from_shared; };
+  auto two = [&](float*& mean, float*& rstd, float* m, float* r) {  // a stats field: two (N) fp32 halves
+    mean = own ? static_cast<float*>(take(bytes / 2)) : m;
+    rstd = own ? static_cast<float*>(take(bytes / 2)) : r;
+  };
+  switch (f) {
+    case BlockField::ln1: return one(a.ln1, shared.ln1);
+    case BlockField::ln1_stats: return two(a.ln1_mean, a.ln1_rstd, shared.ln1_mean, shared.ln1_rstd);
+    case BlockField::qkv: return one(a.qkv, shared.qkv);
+    case BlockField::atty: return one(a.atty, shared.atty);
+    case BlockField::att_state: return one(a.att_state, shared.att_state);
+    case BlockField::res2: return one(a.res2, shared.res2);
+    case BlockField::ln2: return one(a.ln2, shared.ln2);
+    case BlockField::ln2_stats: return two(a.ln2_mean, a.ln2_rstd, shared.ln2_mean, shared.ln2_rstd);
+    case BlockField::fch: return one(a.fch, shared.fch);
+    case BlockField::fch_gelu: return one(a.fch_gelu, shared.fch_gelu);
+    case BlockField::count: break;
+  }
+}
+
 Activations::Activations(Backend& be, const GPTConfig& cfg, const RecomputePolicy& policy, int B_, int T_)
     : B(B_), T(T_), be_(be) {
-  const size_t N = (size_t)B * T, C = cfg.channels, L = cfg.num_layers, cs = be.compute_size();
-  const size_t state_bytes = be.attention_state_bytes(B, T, cfg.num_heads);
-  for (size_t l = 0; l <= L; l++) resid.push_back(take(N * C * cs));
-
-  // The shared scratch set, allocated only if some layer recomputes something.
-  BlockActs scratch;
-  bool need_scratch = false;
-  for (size_t l = 0; l < L; l++) {
-    kept.push_back(KeptFields::for_layer(policy, (int)l));
-    need_scratch |= !kept.back().all();
-  }
-  auto make = [&](BlockActs& a, const KeptFields& k, bool is_scratch) {
-    auto pick = [&](bool keep_here, size_t bytes, void* shared) { return (keep_here != is_scratch) ? take(bytes) : shared; };
-    a.ln1 = pick(k.ln1, N * C * cs, scratch.ln1);
-    a.ln1_mean = (float*)pick(k.ln1_stats, N * 4, scratch.ln1_mean);
-    a.ln1_rstd = (float*)pick(k.ln1_stats, N * 4, scratch.ln1_rstd);
-    a.qkv = pick(k.qkv, N * 3 * C * cs, scratch.qkv);
-    a.atty = pick(k.atty, N * C * cs, scratch.atty);
-    a.att_state = pick(k.att_state, state_bytes, scratch.att_state);
-    a.res2 = pick(k.res2, N * C * cs, scratch.res2);
-    a.ln2 = pick(k.ln2, N * C * cs, scratch.ln2);
-    a.ln2_mean = (float*)pick(k.ln2_stats, N * 4, scratch.ln2_mean);
-    a.ln2_rstd = (float*)pick(k.ln2_stats, N * 4, scratch.ln2_rstd);
-    a.fch = pick(k.fch, N * 4 * C * cs, scratch.fch);
-    a.fch_gelu = pick(k.fch_gelu, N * 4 * C * cs, scratch.fch_gelu);
-  };
-  if (need_scratch) {
-    // scratch: allocate exactly the fields that at least one layer recomputes
-    KeptFields any_recomputed{true, true, true, true, true, true, true, true, true, true};
-    for (const auto& k : kept) {
-      any_recomputed.ln1 &= k.ln1; any_recomputed.ln1_stats &= k.ln1_stats; any_recomputed.qkv &= k.qkv;
-      any_recomputed.atty &= k.atty; any_recomputed.att_state &= k.att_state; any_recomputed.res2 &= k.res2;
-      any_recomputed.ln2 &= k.ln2; any_recomputed.ln2_stats &= k.ln2_stats; any_recomputed.fch &= k.fch;
-      any_recomputed.fch_gelu &= k.fch_gelu;
-    }
-    make(scratch, any_recomputed, true);
-  }
+  const ActivationPlan p = plan_activations(cfg, policy, B, T, (int64_t)be.compute_size(),
+                                            (int64_t)be.attention_state_bytes(B, T, cfg.num_heads));
+  const int L = cfg.num_layers;
+  for (int l = 0; l <= L; l++) resid.push_back(take((size_t)p.resid));
+  BlockActs scratch;  // the shared buffers of the fields some layer recomputes
+  for (int f = 0; f < kBlockFields; f++)
+    if (p.scratch[f]) place(scratch, (BlockField)f, true, scratch, p);
+  kept = p.kept;
   blocks.resize(L);
-  for (size_t l = 0; l < L; l++) make(blocks[l], kept[l], false);
+  for (int l = 0; l < L; l++)
+    for (int f = 0; f < kBlockFields; f++) place(blocks[l], (BlockField)f, kept[l].keep[f], scratch, p);
 
-  lnf = take(N * C * cs);
-  lnf_mean = (float*)take(N * 4);
-  lnf_rstd = (float*)take(N * 4);
-  logits = take(N * cfg.padded_vocab_size * cs);
-  losses = (float*)take(N * 4);
-  inputs = (int*)take(N * 4);
-  targets = (int*)take(N * 4);
-  dres = take(N * C * cs);
-  dwide_a = take(N * 4 * C * cs);
-  dwide_b = take(N * 4 * C * cs);
-  dnarrow_a = take(N * C * cs);
-  dnarrow_b = take(N * C * cs);
+  lnf = take((size_t)p.narrow);
+  lnf_mean = static_cast<float*>(take((size_t)p.row_f32));
+  lnf_rstd = static_cast<float*>(take((size_t)p.row_f32));
+  logits = take((size_t)p.logits);
+  losses = static_cast<float*>(take((size_t)p.row_f32));
+  inputs = static_cast<int*>(take((size_t)p.row_f32));
+  targets = static_cast<int*>(take((size_t)p.row_f32));
+  dres = take((size_t)p.narrow);
+  dwide_a = take((size_t)p.wide);
+  dwide_b = take((size_t)p.wide);
+  dnarrow_a = take((size_t)p.narrow);
+  dnarrow_b = take((size_t)p.narrow);
 }
 
 Activations::~Activations() {

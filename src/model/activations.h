@@ -2,6 +2,8 @@
 // point into one shared scratch set, as the recompute policy decides; the residual stream (every block's
 // input and the final output) is always kept. All buffers are tagged `activation` in the memory ledger.
 #pragma once
+#include <array>
+#include <cstdint>
 #include <vector>
 
 #include "src/backend/backend.h"
@@ -26,15 +28,35 @@ struct BlockActs {
   void* fch_gelu = nullptr;   // (N, 4C)
 };
 
+// The BlockActs fields a layer may keep or recompute; a *_stats field is the mean and rstd pair.
+enum class BlockField { ln1, ln1_stats, qkv, atty, att_state, res2, ln2, ln2_stats, fch, fch_gelu, count };
+constexpr int kBlockFields = (int)BlockField::count;
+
 // Which BlockActs fields a layer keeps (false = shared scratch, recomputed in backward).
 struct KeptFields {
-  bool ln1 = true, ln1_stats = true, qkv = true, atty = true, att_state = true, res2 = true;
-  bool ln2 = true, ln2_stats = true, fch = true, fch_gelu = true;
-  bool all() const {
-    return ln1 && ln1_stats && qkv && atty && att_state && res2 && ln2 && ln2_stats && fch && fch_gelu;
-  }
+  std::array<bool, kBlockFields> keep;  // [BlockField]
+  KeptFields() { keep.fill(true); }
+  bool operator[](BlockField f) const { return keep[(int)f]; }
+  bool all() const;
   static KeptFields for_layer(const RecomputePolicy& p, int layer);
 };
+
+// The bytes of every activation buffer at micro-batch (B, T): what the Activations constructor allocates
+// and `gpt memplan` sums (total_bytes). N = B*T rows; cs = the compute dtype's size.
+struct ActivationPlan {
+  std::array<int64_t, kBlockFields> field_bytes{};  // [BlockField]: one layer's buffer (a stats field: both)
+  std::vector<KeptFields> kept;                     // [layer]
+  std::array<bool, kBlockFields> scratch{};         // [BlockField]: one shared buffer, as some layer drops it
+  int64_t resid = 0;      // (N, C) per residual buffer, L+1 of them
+  int64_t row_f32 = 0;    // (N) fp32 or int32: lnf_mean, lnf_rstd, losses, inputs, targets
+  int64_t narrow = 0;     // (N, C): lnf, dres, dnarrow_a, dnarrow_b
+  int64_t wide = 0;       // (N, 4C): dwide_a, dwide_b
+  int64_t logits = 0;     // (N, Vp)
+  // The sum of every buffer above (saturating at INT64_MAX, like the sizes themselves).
+  int64_t total_bytes() const;
+};
+ActivationPlan plan_activations(const GPTConfig& cfg, const RecomputePolicy& policy, int B, int T, int64_t compute_size,
+                                int64_t attention_state_bytes);
 
 class Activations {
  public:
@@ -65,6 +87,7 @@ class Activations {
   Backend& be_;
   std::vector<void*> owned_;
   void* take(size_t bytes);
+  void place(BlockActs& a, BlockField f, bool own, const BlockActs& shared, const ActivationPlan& p);
 };
 
 }  // namespace gpt

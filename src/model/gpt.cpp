@@ -50,19 +50,20 @@ void GPT::block_forward(int l, const BlockParams& p, const void* x, void* out, b
   auto run = [&](bool kept) { return !only_scratch || !kept; };
   void* tmp = acts_->dnarrow_a;  // (N, C) projection output before the residual add (forward only)
 
-  if (run(k.ln1 && k.ln1_stats)) be_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1w, p.ln1b, N, C);
-  if (run(k.qkv)) be_.matmul_forward(a.qkv, a.ln1, p.qkvw, p.qkvb, N, C, 3 * C);
-  if (run(k.atty && k.att_state)) be_.attention_forward(a.atty, a.att_state, a.qkv, B, T, C, NH);
-  if (run(k.res2)) {
+  using F = BlockField;
+  if (run(k[F::ln1] && k[F::ln1_stats])) be_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1w, p.ln1b, N, C);
+  if (run(k[F::qkv])) be_.matmul_forward(a.qkv, a.ln1, p.qkvw, p.qkvb, N, C, 3 * C);
+  if (run(k[F::atty] && k[F::att_state])) be_.attention_forward(a.atty, a.att_state, a.qkv, B, T, C, NH);
+  if (run(k[F::res2])) {
     be_.matmul_forward(tmp, a.atty, p.attprojw, p.attprojb, N, C, C);
     be_.residual_forward(a.res2, x, tmp, (size_t)N * C);
   }
-  if (run(k.ln2 && k.ln2_stats)) be_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, N, C);
-  if (run(k.fch) && run(k.fch_gelu)) {  // one product with the GELU in its epilogue where the backend can
+  if (run(k[F::ln2] && k[F::ln2_stats])) be_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, N, C);
+  if (run(k[F::fch]) && run(k[F::fch_gelu])) {  // one product with the GELU in its epilogue where the backend can
     be_.matmul_gelu_forward(a.fch_gelu, a.fch, a.ln2, p.fcw, p.fcb, N, C, 4 * C);
   } else {
-    if (run(k.fch)) be_.matmul_forward(a.fch, a.ln2, p.fcw, p.fcb, N, C, 4 * C);
-    if (run(k.fch_gelu)) be_.gelu_forward(a.fch_gelu, a.fch, (size_t)N * 4 * C);
+    if (run(k[F::fch])) be_.matmul_forward(a.fch, a.ln2, p.fcw, p.fcb, N, C, 4 * C);
+    if (run(k[F::fch_gelu])) be_.gelu_forward(a.fch_gelu, a.fch, (size_t)N * 4 * C);
   }
   if (!only_scratch) {
     be_.matmul_forward(tmp, a.fch_gelu, p.fcprojw, p.fcprojb, N, 4 * C, C);

@@ -39,7 +39,6 @@ class GPT {
   // the widest matmul with a bias is fc, 4C outputs), so no step allocates it. forward() calls it whenever it
   // sets up activations for a new shape; a trainer calls it up front so the workspace shows before step 1.
   void reserve_workspace(int B, int T);
-  const Activations* activations() const { return acts_.get(); }
 
   // Deterministic GPT-2 init of one unit's flat fp32 params (host): N(0, 0.02) for matrices and
   // embeddings, residual projections scaled by 1/sqrt(2L), biases 0, layernorm gains 1. Depends only on

@@ -1,8 +1,6 @@
 // Builds the per-unit flat layout described in layout.h.
 #include "src/model/layout.h"
 
-#include <algorithm>
-
 #include "src/core/check.h"
 
 namespace gpt {
@@ -60,18 +58,16 @@ Layout::Layout(const GPTConfig& cfg) : cfg_(cfg) {
   add(head, "lnfw", 1, C, false);
   add(head, "lnfb", 1, C, false);
   units_.push_back(head);
+
+  for (int u = 0; u < num_units(); u++) order_[(int)Pass::forward].push_back(u);
+  order_[(int)Pass::backward].push_back(embed_unit());
+  for (int u = head_unit(); u > embed_unit(); u--) order_[(int)Pass::backward].push_back(u);
 }
 
 int64_t Layout::total_numel() const {
   int64_t n = 0;
   for (const auto& u : units_) n += u.numel;
   return n;
-}
-
-int64_t Layout::max_unit_numel() const {
-  int64_t m = 0;
-  for (const auto& u : units_) m = std::max(m, u.numel);
-  return m;
 }
 
 }  // namespace gpt

@@ -14,6 +14,9 @@
 
 namespace gpt {
 
+// The two passes of a step. Each acquires the units in its own order (Layout::pass_order).
+enum class Pass { forward, backward };
+
 struct TensorSpec {
   std::string name;       // "wte", "qkvw", ...
   int64_t offset = 0;     // element offset inside the unit's flat buffer
@@ -47,12 +50,16 @@ class Layout {
   int64_t wte_offset() const { return 0; }
   int64_t wpe_offset() const { return (int64_t)cfg_.padded_vocab_size * cfg_.channels; }
   int64_t total_numel() const;      // Ψ: all parameters
-  int64_t max_unit_numel() const;   // largest unit (sizes a gather slot)
+  // The units in the order a pass of the model acquires them (and the engine prefetches them):
+  //   forward:  embed, block0 .. block{L-1}, head         (the LM head then uses embed's tied wte)
+  //   backward: embed (the LM head), head, block{L-1} .. block0   (then the encoder, with embed again)
+  const std::vector<int>& pass_order(Pass pass) const { return order_[(int)pass]; }
 
  private:
   GPTConfig cfg_;
   std::vector<UnitSpec> units_;
   BlockOffsets block_{};
+  std::vector<int> order_[2];  // [pass]: unit indices
 };
 
 }  // namespace gpt

@@ -1,18 +1,19 @@
 // ParamSource: who provides a unit's full parameters and takes its full gradient. The model asks for a
 // unit right before it uses it and says when it is done; it never knows whether the unit was gathered from
-// N shards (fsdp/) or simply lives in a local buffer (train/local_params). This is the seam that keeps the
-// model rank-agnostic.
+// N shards or is the rank's own buffer (fsdp/engine.h does both). This is the seam that keeps the model
+// rank-agnostic.
 //
-// Call order made by GPT (units: 0 = embed, 1..L = blocks, L+1 = head):
+// Each pass acquires its units in Layout::pass_order (units: 0 = embed, 1..L = blocks, L+1 = head):
 //   forward:  acquire(0) acquire(1) release(1) ... acquire(L+1) release(L+1) [LM head uses unit 0] release(0)
 //   backward: acquire(0) [LM head] acquire(L+1) grad(L+1) release(L+1) grad_ready(L+1)
 //             acquire(L) ... grad_ready(1)   [encoder] grad_ready(0) release(0)
-// A unit's grad_buffer may be requested only between its backward acquire and grad_ready.
+// A unit's grad_buffer may be requested only between its backward acquire and grad_ready. The FSDP engine
+// checks this order and throws on a call out of it.
 #pragma once
 
-namespace gpt {
+#include "src/model/layout.h"
 
-enum class Pass { forward, backward };
+namespace gpt {
 
 class ParamSource {
  public:

@@ -1,5 +1,8 @@
-// The memory planner (see memplan.h). Every term below mirrors one allocation and says which; sizes are
-// summed in 128-bit integers so that an absurd request (d1024 at T = 2^20) is reported, not wrapped.
+// The memory planner (see memplan.h). It restates no allocation rule: the engine's buffers come from its
+// geometry (fsdp/geometry.h), the activations from their plan (model/activations.h), and the CUDA backend's
+// workspace from the kernels' sizes (kernels/sizes.h), the same functions the engine, the Activations
+// constructor and the CUDA backend allocate from. Sums run in 128-bit integers so that an absurd request
+// (d1024 at T = 2^20) is reported, not wrapped.
 #include "src/plan/memplan.h"
 
 #include <algorithm>
@@ -11,14 +14,16 @@
 #include <limits>
 
 #include "src/backend/backend.h"
+#include "kernels/sizes.h"
 #include "src/core/check.h"
+#include "src/fsdp/geometry.h"
+#include "src/model/activations.h"
+#include "src/model/layout.h"
 
 namespace gpt {
 namespace {
 
 using wide = __int128;
-
-wide ceil_to(wide n, wide m) { return (n + m - 1) / m * m; }
 
 // Bytes per [domain][category], accumulated wide and narrowed once at the end.
 struct Acc {
@@ -26,170 +31,33 @@ struct Acc {
   void add(MemDomain d, MemCat c, wide bytes) { b[(int)d][(int)c] += bytes; }
 };
 
-// Unit geometry: model/layout.cpp's units, padded as in the FsdpEngine constructor (numel rounded up to
-// a multiple of G; rank r owns slice r of length padded/G).
-struct Units {
-  int count = 0;             // L + 2: embed, block[0..L-1], head
-  wide root_numel = 0;       // embed: wte (Vp, C) + wpe (maxT, C)
-  wide root_padded = 0, root_shard = 0;
-  wide max_padded = 0, max_shard = 0;  // over the non-root units (blocks and head): sizes the pools
-  wide sum_padded = 0, sum_shard = 0;  // over all units
-  wide psi = 0;
-};
-
-Units unit_geometry(const GPTConfig& c, int G) {
-  const wide C = c.channels, Vp = c.padded_vocab_size, maxT = c.max_seq_len, L = c.num_layers;
-  const wide embed = Vp * C + maxT * C;  // wte (Vp, C), wpe (maxT, C)
-  // block: ln1w ln1b (C each), qkvw (3C, C), qkvb (3C), attprojw (C, C), attprojb (C), ln2w ln2b (C each),
-  // fcw (4C, C), fcb (4C), fcprojw (C, 4C), fcprojb (C)
-  const wide block = 2 * C + (3 * C * C + 3 * C) + (C * C + C) + 2 * C + (4 * C * C + 4 * C) + (4 * C * C + C);
-  const wide head = 2 * C;  // lnfw, lnfb
-  Units u;
-  u.count = c.num_layers + 2;
-  u.root_numel = embed;
-  u.root_padded = ceil_to(embed, G);
-  u.root_shard = u.root_padded / G;
-  const wide block_padded = ceil_to(block, G), head_padded = ceil_to(head, G);
-  u.max_padded = std::max(block_padded, head_padded);
-  u.max_shard = u.max_padded / G;
-  u.sum_padded = u.root_padded + L * block_padded + head_padded;
-  u.sum_shard = u.sum_padded / G;
-  u.psi = embed + L * block + head;
-  return u;
-}
-
-int shard_group(const MemPlanInput& in) {
-  switch (in.fsdp.strategy) {
-    case ShardStrategy::full:
-    case ShardStrategy::grad_op: return in.world;
-    case ShardStrategy::none: return 1;
-    case ShardStrategy::hybrid: return in.fsdp.shard_group;
-  }
-  return 1;
-}
-
-// FsdpEngine: allocate_states() and allocate_pools() (src/fsdp/engine.cpp).
-void plan_engine(const MemPlanInput& in, const Units& u, int G, Acc& a, MemPlan& p) {
-  const wide cs = (wide)dtype_size(in.compute);
-  const bool f32 = in.compute == DType::F32;
-  const OffloadMode off = in.fsdp.offload;
-  const bool host_states = off != OffloadMode::none;                 // FsdpEngine::host_states()
-  const bool direct_params = f32 && G == 1 && off == OffloadMode::none;  // FsdpEngine::direct_params()
-  const bool direct_grads = in.world == 1 && off == OffloadMode::none;  // FsdpEngine::direct_grads()
-  const MemDomain states = host_states ? MemDomain::host : MemDomain::device;
-  constexpr MemDomain dev = MemDomain::device, host = MemDomain::host;
-
-  // allocate_states(), per unit: fp32 param, grad, m and v shards (shard_numel each) in the states' domain
-  a.add(states, MemCat::param_shard, 4 * u.sum_shard);
-  a.add(states, MemCat::grad_shard, 4 * u.sum_shard);
-  a.add(states, MemCat::optim_state, 2 * 4 * u.sum_shard);
-  // offload=optimizer: param_dev, a compute-dtype device copy of each param shard
-  if (off == OffloadMode::optimizer) a.add(dev, MemCat::param_shard, cs * u.sum_shard);
-  // --no-sync (unless grads go straight to the shards): nosync_acc, a (padded) fp32 accumulator per unit
-  if (in.fsdp.no_sync && !direct_grads) a.add(dev, MemCat::gathered_grad, 4 * u.sum_padded);
-
-  // allocate_pools(): gather slots [0] = root (embed) + `rotating` slots sized for the largest other unit;
-  // grad_op keeps every unit gathered from forward to backward, so it has one slot per non-root unit.
-  if (!direct_params) {
-    p.rotating_slots = in.fsdp.strategy == ShardStrategy::grad_op ? u.count - 1 : in.fsdp.gather_slots;
-    const wide slot_padded = u.root_padded + p.rotating_slots * u.max_padded;
-    const wide slot_shard = u.root_shard + p.rotating_slots * u.max_shard;
-    a.add(dev, MemCat::gathered_param, cs * slot_padded);                               // Slot::data
-    if (off == OffloadMode::params) a.add(dev, MemCat::host_offload, 4 * slot_shard);   // Slot::stage_f32
-    if (!f32 && off != OffloadMode::optimizer) a.add(dev, MemCat::workspace, cs * slot_shard);  // Slot::stage_c
-  }
-  // refresh_stage_: fp32 staging to refresh param_dev after a host AdamW (bf16 compute only)
-  if (off == OffloadMode::optimizer && !f32) a.add(dev, MemCat::host_offload, 4 * std::max(u.max_shard, u.root_shard));
-  // three gradient slots: [0] root + 2 rotating
-  if (!direct_grads) {
-    const wide g_padded = u.root_padded + 2 * u.max_padded, g_shard = u.root_shard + 2 * u.max_shard;
-    if (!in.fsdp.no_sync) a.add(dev, MemCat::gathered_grad, 4 * g_padded);  // GradSlot::data
-    if (G > 1) a.add(dev, MemCat::gathered_grad, 4 * g_shard);               // GradSlot::rs_out
-    // --reduce-dtype bf16 with something to communicate (FsdpEngine::bf16_reduce()): bf16 send and receive
-    if (in.fsdp.reduce_dtype == DType::BF16 && in.world > 1) {
-      a.add(dev, MemCat::gathered_grad, 2 * g_padded);            // GradSlot::send_bf16
-      if (G > 1) a.add(dev, MemCat::gathered_grad, 2 * g_shard);  // GradSlot::recv_bf16
-    }
-    if (host_states) a.add(host, MemCat::host_offload, 4 * (G > 1 ? g_shard : g_padded));  // GradSlot::host_rs
-  }
-}
-
-// Bytes the backend keeps per layer for attention backward (Backend::attention_state_bytes):
-// cpu: softmax probabilities (B, NH, T, T) fp32 (kernels/cpu/attention.cpp);
-// cuda: the same probabilities in bf16 (kernels/cuda/attention.cu), or with --attention fused the row
-// log-sum-exp (B, NH, T) fp32 (kernels/cuda/attention_fused.cu).
-wide attention_state_bytes(const MemPlanInput& in) {
-  const wide B = in.B, T = in.T, NH = in.cfg.num_heads;
-  if (in.fused_attention) return B * NH * T * 4;
-  return B * NH * T * T * (wide)dtype_size(in.compute);
-}
-
-// The Activations constructor (src/model/activations.cpp). One block's fields, in BlockActs order:
-enum Field { ln1, ln1_stats, qkv, atty, att_state, res2, ln2, ln2_stats, fch, fch_gelu, kFields };
-// KeptFields::for_layer for a selective layer: matmul outputs, res2 and the layernorm statistics.
-constexpr bool kSelectiveKeeps[kFields] = {false, true, true, false, false, true, false, true, true, false};
-
-void plan_activations(const MemPlanInput& in, Acc& a) {
-  const GPTConfig& c = in.cfg;
-  const wide N = (wide)in.B * in.T, C = c.channels, L = c.num_layers, cs = (wide)dtype_size(in.compute);
-  wide field[kFields];
-  field[ln1] = N * C * cs;            // (N, C)
-  field[ln1_stats] = 2 * N * 4;       // ln1_mean, ln1_rstd (N) fp32
-  field[qkv] = N * 3 * C * cs;        // (N, 3C)
-  field[atty] = N * C * cs;           // (N, C)
-  field[att_state] = attention_state_bytes(in);
-  field[res2] = N * C * cs;           // (N, C)
-  field[ln2] = N * C * cs;            // (N, C)
-  field[ln2_stats] = 2 * N * 4;       // ln2_mean, ln2_rstd (N) fp32
-  field[fch] = N * 4 * C * cs;        // (N, 4C)
-  field[fch_gelu] = N * 4 * C * cs;   // (N, 4C)
-
-  // Layers by kind (RecomputePolicy): recompute-all (full; every:K for l % K == 0), selective, keep-all.
-  const RecomputePolicy& r = in.recompute;
-  wide n_all = 0;
-  if (r.mode == RecomputePolicy::Mode::full) n_all = L;
-  if (r.mode == RecomputePolicy::Mode::every) n_all = (L + r.every_k - 1) / r.every_k;  // l = 0, K, 2K, ...
-  const wide n_sel = r.selective() ? L : 0;
-  const wide n_keep = L - n_all - n_sel;
-
-  wide kept = 0, scratch = 0;
-  for (int f = 0; f < kFields; f++) {
-    // fields a layer keeps are its own buffers; a field some layer drops gets ONE shared scratch buffer
-    kept += (n_keep + (kSelectiveKeeps[f] ? n_sel : 0)) * field[f];
-    const bool dropped_somewhere = n_all > 0 || (n_sel > 0 && !kSelectiveKeeps[f]);
-    if (dropped_somewhere) scratch += field[f];
-  }
-  wide fixed = (L + 1) * N * C * cs;          // resid[0..L] (N, C)
-  fixed += N * C * cs + 2 * N * 4;            // lnf (N, C), lnf_mean, lnf_rstd (N)
-  fixed += N * c.padded_vocab_size * cs;      // logits (N, Vp), dlogits in place
-  fixed += 3 * N * 4;                         // losses (N) fp32, inputs and targets (N) int32
-  fixed += N * C * cs;                        // dres (N, C)
-  fixed += 2 * N * 4 * C * cs;                // dwide_a, dwide_b (N, 4C)
-  fixed += 2 * N * C * cs;                    // dnarrow_a, dnarrow_b (N, C)
-  a.add(MemDomain::device, MemCat::activation, kept + scratch + fixed);
-}
-
-// The CUDA backend's workspace (src/backend/cuda/cuda_backend.cu): the cuBLASLt workspace allocated at
-// construction, and the scratch block that GPT::reserve_workspace sizes before step 1 (CudaBackend::
-// reserve_workspace: the largest of these requests at the step's B, T; no op may grow it afterwards):
-wide cuda_workspace_bytes(const MemPlanInput& in) {
-  constexpr wide kCublasWorkspace = wide(32) << 20;
-  constexpr wide kChunks = 64;  // row chunks of the layernorm and bias-gradient reductions
-  auto align256 = [](wide b) { return (b + 255) / 256 * 256; };  // kernels/cuda/common.cuh align_up
-  const wide N = (wide)in.B * in.T, C = in.cfg.channels, tt = (wide)in.B * in.cfg.num_heads * in.T * in.T;
-  wide scratch = 2 * kChunks * C * 4;                       // layernorm_backward_scratch_bytes(N, C)
-  scratch = std::max(scratch, kChunks * 4 * C * 4);         // matmul_backward_scratch_bytes, OC up to 4C (fc)
-  const wide rows = (wide)in.B * in.cfg.num_heads * in.T;  // fused_attention_scratch_bytes: D (B, NH, T) fp32
-  scratch = std::max(scratch, in.fused_attention ? align256(rows * 4)
-                                                 : 7 * align256(N * C * 2) + align256(tt * 4) + align256(tt * 2));
-  scratch = std::max(scratch, wide(512 + 1) * 8);           // sum_squares_scratch_bytes (always reserved)
-  return kCublasWorkspace + scratch;
-}
-
+// Sizes saturate at INT64_MAX (kernels/sizes.h, core/size_math.h), so INT64_MAX itself means "too large".
 int64_t narrow(wide v) {
-  GPT_CHECK(v >= 0 && v <= (wide)std::numeric_limits<int64_t>::max(),
+  GPT_CHECK(v >= 0 && v < (wide)std::numeric_limits<int64_t>::max(),
             "memplan: the plan exceeds 2^63 bytes per rank (model or batch too large to plan)");
   return (int64_t)v;
+}
+
+std::vector<int64_t> unit_sizes(const GPTConfig& cfg) {
+  const Layout layout(cfg);
+  std::vector<int64_t> n;
+  for (int u = 0; u < layout.num_units(); u++) n.push_back(layout.unit(u).numel);
+  return n;
+}
+
+// Bytes the backend keeps per layer for attention backward (Backend::attention_state_bytes).
+int64_t attention_state_bytes(const MemPlanInput& in) {
+  const int64_t B = in.B, T = in.T, NH = in.cfg.num_heads;
+  if (in.compute == DType::F32) return cpu::attention_state_bytes(B, T, NH);
+  return in.fused_attention ? cuda::fused_attention_state_bytes(B, T, NH) : cuda::attention_state_bytes(B, T, NH);
+}
+
+// The CUDA backend's workspace: the cuBLASLt workspace allocated at construction, and the scratch block that
+// GPT::reserve_workspace sizes before step 1 (the widest matmul with a bias is fc, 4C outputs).
+wide cuda_workspace_bytes(const MemPlanInput& in) {
+  const GPTConfig& c = in.cfg;
+  return (wide)cuda::kCublasWorkspaceBytes +
+         cuda::op_scratch_bytes(in.B, in.T, c.channels, c.num_heads, 4 * (int64_t)c.channels, in.fused_attention);
 }
 
 }  // namespace
@@ -197,33 +65,27 @@ int64_t narrow(wide v) {
 void validate_plan_input(const MemPlanInput& in) {
   const GPTConfig& c = in.cfg;
   if (in.fused_attention) {
-    check_fused_attention_backend(in.compute == DType::BF16 ? "cuda" : "cpu");
+    GPT_CHECK(in.compute == DType::BF16, "--attention fused: the cpu backend has only the simple path (use --device cuda)");
     check_fused_attention_heads(c.channels, c.num_heads);
   }
   GPT_CHECK(c.padded_vocab_size == (c.vocab_size + 127) / 128 * 128, "memplan: model config is not finalized");
-  GPT_CHECK(in.world >= 1, "--world must be >= 1, got ", in.world);
   GPT_CHECK(in.B >= 1 && in.T >= 1, "-B and -T must be >= 1 (got ", in.B, ", ", in.T, ")");
   GPT_CHECK(in.T <= c.max_seq_len, "-T ", in.T, " exceeds --seq-len ", c.max_seq_len);
-  GPT_CHECK(in.fsdp.gather_slots >= 1 && in.fsdp.gather_slots <= 64, "--gather-slots must be in [1, 64], got ",
-            in.fsdp.gather_slots);
-  const bool hybrid = in.fsdp.strategy == ShardStrategy::hybrid;
-  GPT_CHECK(hybrid || in.fsdp.shard_group == 0, "--shard-group is only for --shard hybrid");
-  GPT_CHECK(!hybrid || in.fsdp.shard_group > 0, "--shard hybrid needs --shard-group G");
-  GPT_CHECK(!hybrid || in.world % in.fsdp.shard_group == 0, "--shard-group ", in.fsdp.shard_group,
-            " must divide --world ", in.world);
+  EngineGeometry::options_check(in.fsdp, in.world, "--world");
   GPT_CHECK(in.recompute.mode != RecomputePolicy::Mode::every || in.recompute.every_k <= c.num_layers,
             "--recompute every:", in.recompute.every_k, " exceeds the model's ", c.num_layers, " layers");
 }
 
 MemPlan plan_memory(const MemPlanInput& in) {
   validate_plan_input(in);
-  MemPlan p;
-  p.group = shard_group(in);
-  const Units u = unit_geometry(in.cfg, p.group);
+  const EngineGeometry geo(unit_sizes(in.cfg), in.world, 0, in.fsdp, in.compute);
   Acc a;
-  plan_engine(in, u, p.group, a, p);
-  plan_activations(in, a);
+  for (const BufferSpec& b : geo.buffers()) a.add(b.domain, b.cat, b.bytes);
+  const ActivationPlan acts =
+      plan_activations(in.cfg, in.recompute, in.B, in.T, (int64_t)dtype_size(in.compute), attention_state_bytes(in));
+  a.add(MemDomain::device, MemCat::activation, acts.total_bytes());
   if (in.compute == DType::BF16) a.add(MemDomain::device, MemCat::workspace, cuda_workspace_bytes(in));
+  MemPlan p;
   for (int d = 0; d < kMemDomains; d++) {
     wide total = 0;
     for (int c = 0; c < kMemCats; c++) {
@@ -232,10 +94,12 @@ MemPlan plan_memory(const MemPlanInput& in) {
     }
     (d == (int)MemDomain::device ? p.device_peak : p.host_peak) = narrow(total);
   }
-  p.psi = narrow(u.psi);
-  p.shard_elems = narrow(u.sum_shard);
-  p.root_padded = narrow(u.root_padded);
-  p.max_padded = narrow(u.max_padded);
+  p.group = geo.group;
+  p.psi = geo.psi();
+  p.shard_elems = geo.shard_elems();
+  p.root_padded = geo.units[0].padded;
+  p.max_padded = geo.max_padded;
+  p.rotating_slots = geo.rotating_slots;
   return p;
 }
 

@@ -1,9 +1,9 @@
 // The analytic memory planner behind `gpt memplan`: it predicts, before a run is launched, the bytes one
 // rank's memory ledger will measure during a training step, per domain (device, host) and per category
-// (param_shard ... host_offload). It is a mirror of the allocation logic, not a model of it: every term
-// names the allocation it copies (FsdpEngine::allocate_states/allocate_pools, the Activations
-// constructor, the CUDA backend's workspace and scratch), so a change there must be mirrored here, and the
-// measured test (tests/fsdp/test_memplan_measured.cpp) fails when the two drift apart.
+// (param_shard ... host_offload). It reads the same statements of memory that the run allocates from: the
+// engine's geometry (fsdp/geometry.h), the activation plan (model/activations.h) and the kernels' scratch
+// sizes (kernels/sizes.h); the measured test (tests/fsdp/test_memplan_measured.cpp) holds ledger and plan
+// equal byte for byte.
 //
 // Peaks: within a step nothing the ledger tracks is freed (the CUDA backend's scratch block is reserved at
 // its full size before step 1 and never grows in a step). So each category's peak is what is live at the

@@ -23,6 +23,9 @@ namespace {
 
 constexpr char kMagic[8] = {'G', 'P', 'T', 'C', 'K', 'P', 'T', '1'};
 constexpr int kFixedWords = 22;
+// The shards a checkpoint keeps per unit, in file order (the gradient is not kept: a step starts from zero).
+constexpr ShardState kSaved[] = {ShardState::param, ShardState::adam_m, ShardState::adam_v};
+constexpr int kSavedStates = 3;
 
 struct UnitMeta {
   int64_t numel, padded, shard_numel, shard_offset;
@@ -37,7 +40,7 @@ struct RankFile {
   int64_t data_start = 0;  // byte offset of the first shard
   int64_t unit_data_offset(int u, int which) const {
     int64_t off = data_start;
-    for (int i = 0; i < u; i++) off += 3 * units[i].shard_numel * 4;
+    for (int i = 0; i < u; i++) off += kSavedStates * units[i].shard_numel * 4;
     return off + which * units[u].shard_numel * 4;
   }
 };
@@ -153,7 +156,7 @@ void verify_file(const std::string& dir, const Manifest::Entry& e) {
             n, " bytes, crc ", crc, "; manifest says ", e.bytes, " bytes, crc ", e.crc, ")");
 }
 
-// Fills out[0 .. hi-lo) with elements [lo, hi) of unit u's `which` (0 param, 1 m, 2 v) from the files.
+// Fills out[0 .. hi-lo) with elements [lo, hi) of unit u's shard kSaved[which] from the files.
 void read_range(const std::vector<RankFile>& files, int u, int which, int64_t lo, int64_t hi, float* out) {
   std::fill(out, out + (hi - lo), 0.0f);
   for (const RankFile& f : files) {
@@ -213,14 +216,14 @@ std::string save_checkpoint(const std::string& run_dir, FsdpEngine& engine, cons
     std::memcpy(&words[21], &p.rng.spare, 8);
     w.write(words, sizeof words);
     for (int u = 0; u < engine.num_units(); u++) {
-      const UnitShard& s = engine.unit(u);
+      const UnitGeometry& s = engine.shard(u);
       int64_t m[4] = {s.numel, s.padded, s.shard_numel, s.shard_offset};
       w.write(m, sizeof m);
     }
     std::vector<float> host;
     for (int u = 0; u < engine.num_units(); u++) {
-      for (int which = 0; which < 3; which++) {
-        engine.shard_to_host(u, which, host);
+      for (int which = 0; which < kSavedStates; which++) {
+        engine.shard_to_host(u, kSaved[which], host);
         w.write(host.data(), host.size() * sizeof(float));
       }
       crash_hook(p.step, u, engine.num_units());
@@ -277,15 +280,13 @@ TrainProgress load_checkpoint(const std::string& dir, FsdpEngine& engine) {
   });
   std::vector<float> buf;
   for (int u = 0; u < engine.num_units(); u++) {
-    const UnitShard& s = engine.unit(u);
+    const UnitGeometry& s = engine.shard(u);
     buf.resize((size_t)s.shard_numel);
-    for (int which = 0; which < 3; which++) {
+    for (int which = 0; which < kSavedStates; which++) {
       read_range(files, u, which, s.shard_offset, s.shard_offset + s.shard_numel, buf.data());
-      engine.shard_from_host(u, which, buf);
+      engine.shard_from_host(u, kSaved[which], buf);
     }
   }
-  engine.sync_device_copies();
-  engine.on_params_updated();
   TrainProgress p;
   p.step = files[0].step;
   p.rng = files[0].rng;

@@ -1,7 +1,7 @@
 // Sharded training checkpoints. Each rank writes its own file with its shards (fp32 params, Adam m and
 // v) and the metadata to place them: world size, shard-group size, strategy, model config, every unit's
 // size, padding, shard size and offset, plus the step, RNG state and data position. A checkpoint
-// directory counts as complete only when manifest.json (written last, by rank 0, with every file's size
+// directory counts as complete only when manifest.txt (written last, by rank 0, with every file's size
 // and CRC-32) exists; resume picks the newest complete one and verifies the checksums.
 //
 // Loading reshards: a rank reads, from whichever saved files cover them, exactly the elements of its new

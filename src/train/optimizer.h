@@ -1,7 +1,7 @@
-// AdamW over this rank's shards: every unit's shard is cut into segments at tensor boundaries so that
-// weight decay applies to matrices and embeddings only (never biases or layernorm parameters). With
-// offloaded states the update runs on the host (the shared, multi-threaded CPU kernel); otherwise on the
-// backend. Global grad-norm clipping folds into the update as a gradient scale.
+// AdamW over this rank's shards, through the engine's segment view (FsdpEngine::update_params): each
+// segment lies in one tensor, so weight decay applies to matrices and embeddings only (never biases or
+// layernorm parameters), and runs on whichever backend holds the states (the device, or the host when
+// offloaded). Global grad-norm clipping folds into the update as a gradient scale.
 #pragma once
 #include "src/fsdp/engine.h"
 
@@ -15,6 +15,6 @@ struct OptimizerConfig {
 
 // Applies one AdamW step (1-based `step`) with learning rate lr. grad_norm is the global L2 norm of the
 // reduced gradient (FsdpEngine::grad_sumsq). Returns the gradient scale used (1 when not clipped).
-float adamw_step(Backend& be, FsdpEngine& engine, const OptimizerConfig& cfg, float lr, int step, double grad_norm);
+float adamw_step(FsdpEngine& engine, const OptimizerConfig& cfg, float lr, int step, double grad_norm);
 
 }  // namespace gpt

@@ -119,7 +119,6 @@ void Trainer::init_params() {
       engine_->set_unit_from_host(u, full.data());
     }
   }
-  engine_->sync_device_copies();
 }
 
 double Trainer::flops_per_token() const {
@@ -131,7 +130,7 @@ double Trainer::flops_per_token() const {
 StepStats Trainer::step() {
   GPT_CHECK(train_loader_, "train: --train data is required");
   const auto t0 = now_seconds();
-  engine_->zero_grad_shards();
+  engine_->begin_step();
   double loss_sum = 0;
   const float dloss = 1.0f / ((float)opt_.B * opt_.T * accum_);
   for (int micro = 0; micro < accum_; micro++) {
@@ -159,13 +158,12 @@ StepStats Trainer::step() {
   if (!std::isfinite(s.loss) || !std::isfinite(s.grad_norm)) {
     s.skipped = true;
     progress_.bad_steps++;
-    engine_->on_params_updated();
     GPT_CHECK(progress_.bad_steps < opt_.max_bad_steps, "stopping: ", progress_.bad_steps,
               " consecutive steps with a non-finite loss or gradient norm (--max-bad-steps ", opt_.max_bad_steps, ")");
   } else {
     progress_.bad_steps = 0;
     trace::Scope ts(trace::kOptimizer, "adamw", "optimizer");
-    adamw_step(*be_, *engine_, opt_.optim, s.lr, (int)s.step, s.grad_norm);
+    adamw_step(*engine_, opt_.optim, s.lr, (int)s.step, s.grad_norm);
   }
   be_->synchronize();
   progress_.step++;
@@ -184,7 +182,6 @@ float Trainer::evaluate(int batches) {
     val.next_batch(inputs_.data(), targets_.data());
     sum += model_->forward(inputs_.data(), targets_.data(), opt_.B, opt_.T, *engine_);
   }
-  engine_->on_params_updated();
   const double mean = sum / batches;
   return (float)(world_.world() > 1 ? world_.all_reduce_scalar(mean, ReduceOp::avg) : mean);
 }

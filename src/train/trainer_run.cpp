@@ -181,7 +181,6 @@ std::string Trainer::sample(const std::vector<int>& prompt, int tokens, float te
   sp.top_k = top_k;
   sp.top_p = top_p;
   std::vector<int> ids = generate(*model_, *engine_, prompt, tokens, sp, progress_.rng);
-  engine_->on_params_updated();
   model_->release_activations();  // the training shape is re-created by the next step
   return tokenizer_ ? tokenizer_->decode(ids) : std::string();
 }

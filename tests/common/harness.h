@@ -28,7 +28,6 @@ struct Harness {
   }
   void set_weights(const std::vector<std::vector<float>>& units) {
     for (int u = 0; u < (int)units.size(); u++) engine->set_unit_from_host(u, units[u].data());
-    engine->sync_device_copies();
   }
   void init(uint64_t seed) {
     const Layout& l = model->layout();
@@ -37,11 +36,10 @@ struct Harness {
       GPT::init_unit(l, u, seed, w.data());
       engine->set_unit_from_host(u, w.data());
     }
-    engine->sync_device_copies();
   }
   // Loss and gradients (left in the grad shards) of one batch.
   float loss_and_grads(const std::vector<int>& in, const std::vector<int>& tg, int B, int T) {
-    engine->zero_grad_shards();
+    engine->begin_step();
     engine->begin_micro_step(true);
     float loss = model->forward(in.data(), tg.data(), B, T, *engine);
     model->backward(1.0f / (B * T), *engine);
@@ -52,14 +50,13 @@ struct Harness {
   float train_step(const std::vector<int>& in, const std::vector<int>& tg, int B, int T, const OptimizerConfig& oc,
                    float lr, int step) {
     float loss = loss_and_grads(in, tg, B, T);
-    adamw_step(*be, *engine, oc, lr, step, std::sqrt(engine->grad_sumsq()));
+    adamw_step(*engine, oc, lr, step, std::sqrt(engine->grad_sumsq()));
     return loss;
   }
   std::vector<float> grads(int u) {
-    std::vector<float> g((size_t)engine->unit(u).shard_numel);
-    be->copy_d2h(g.data(), engine->unit(u).grad, g.size() * sizeof(float));
-    be->synchronize();
-    g.resize((size_t)engine->unit(u).numel);
+    std::vector<float> g;
+    engine->shard_to_host(u, ShardState::grad, g);
+    g.resize((size_t)engine->shard(u).numel);
     return g;
   }
   std::vector<float> params(int u) { return engine->gather_unit_to_host(u); }

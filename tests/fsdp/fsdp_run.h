@@ -52,14 +52,13 @@ struct ShardedRun {
       GPT::init_unit(l, u, s.seed, w.data());
       engine->set_unit_from_host(u, w.data());
     }
-    engine->sync_device_copies();
   }
 
   // One optimizer step; returns the global mean loss.
   float train_step(float lr = 2e-3f) {
     const int N = comm.world(), r = comm.rank(), T = spec.T, V = spec.cfg.vocab_size;
     const int B = spec.global_seqs / (spec.accum * N);
-    engine->zero_grad_shards();
+    engine->begin_step();
     double loss = 0;
     std::vector<int> in((size_t)B * T), tg(in.size());
     for (int k = 0; k < spec.accum; k++) {
@@ -79,7 +78,7 @@ struct ShardedRun {
     if (N > 1) loss = comm.all_reduce_scalar(loss, ReduceOp::avg);
     const double norm = std::sqrt(engine->grad_sumsq());
     step++;
-    adamw_step(*be, *engine, oc, lr, step, norm);
+    adamw_step(*engine, oc, lr, step, norm);
     return (float)loss;
   }
 

@@ -44,7 +44,9 @@ TEST(FsdpMemory, ModelStatesAreSixteenBytesPerShardedParameter) {
                            led.current(MemDomain::device, MemCat::optim_state);
     EXPECT_EQ(states, 16 * shard_elems) << FsdpOptions::name(st);
     EXPECT_EQ(run.engine->model_state_bytes(), 16 * shard_elems);
-    if (st == ShardStrategy::none) EXPECT_EQ(states, 16 * l.total_numel());
+    if (st == ShardStrategy::none) {
+      EXPECT_EQ(states, 16 * l.total_numel());
+    }
     // padding costs at most one element per unit per rank
     EXPECT_LE(states, 16 * (l.total_numel() / G + l.num_units()));
   }
@@ -106,7 +108,9 @@ TEST(FsdpTraffic, PerStepBytesMatchTheFormulas) {
   for (int u = 0; u < l.num_units(); u++) ar += 2 * l.unit(u).numel * 4 * (N - 1) / N;
   EXPECT_EQ(ddp.ar, ar);
   EXPECT_EQ(ddp.ag + ddp.rs, 0);
-  if (N == 1) EXPECT_EQ(full.ag + full.rs + gop.ag + ddp.ar, 0);
+  if (N == 1) {
+    EXPECT_EQ(full.ag + full.rs + gop.ag + ddp.ar, 0);
+  }
   (void)psi_unpadded;
 }
 

@@ -114,7 +114,6 @@ void sweep_shape(const Shape& sh, bool all_modes) {
       run.model.reset();
       run.engine.reset();
       run.engine = std::make_unique<FsdpEngine>(*run.be, w, Layout(cfg), o);
-      run.engine->sync_device_copies();  // offload=optimizer: the device copies mirror the (zero) host shards
       run.spec.fsdp = o;
       for (int m = 0; m < 4; m++) {
         if (!all_modes && m != cell % 4) continue;
@@ -208,12 +207,12 @@ TEST(MemPlanMeasured, GeometryMatchesLayoutAndEngine) {
     EXPECT_EQ(p.group, run.engine->shard_group_size());
     int64_t owned = 0, max_padded = 0;
     for (int u = 0; u < run.engine->num_units(); u++) {
-      owned += run.engine->unit(u).shard_numel;
-      if (u > 0) max_padded = std::max(max_padded, run.engine->unit(u).padded);
+      owned += run.engine->shard(u).shard_numel;
+      if (u > 0) max_padded = std::max(max_padded, run.engine->shard(u).padded);
     }
     EXPECT_EQ(p.shard_elems, owned);
     EXPECT_EQ(p.model_state_bytes(), run.engine->model_state_bytes());
-    EXPECT_EQ(p.root_padded, run.engine->unit(0).padded);
+    EXPECT_EQ(p.root_padded, run.engine->shard(0).padded);
     EXPECT_EQ(p.max_padded, max_padded);
     const int64_t slots = st == ShardStrategy::grad_op ? l.num_units() - 1 : 2;
     EXPECT_EQ(p.at(MemDomain::device, MemCat::gathered_param), 4 * (p.root_padded + slots * max_padded));

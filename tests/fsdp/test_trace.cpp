@@ -64,7 +64,9 @@ TEST(Trace, FullShardStepTimelineIsValidAndShowsPrefetch) {
     const int tid = (int)e.at("tid").num;
     const double ts = e.at("ts").num;
     auto key = std::make_pair(pid, tid);
-    if (last_ts.count(key)) EXPECT_GE(ts, last_ts[key]) << "timestamps go back on pid " << pid << " tid " << tid;
+    if (last_ts.count(key)) {
+      EXPECT_GE(ts, last_ts[key]) << "timestamps go back on pid " << pid << " tid " << tid;
+    }
     last_ts[key] = ts;
     if (ph == "B") {
       open[key].push_back(e.at("name").str);

@@ -71,13 +71,13 @@ TEST(Trainer, NonFiniteStepLeavesParametersAndStateUntouched) {
   t.step();
   auto before = all_params(t);
   std::vector<float> m_before;
-  t.engine().shard_to_host(1, 1, m_before);
+  t.engine().shard_to_host(1, ShardState::adam_m, m_before);
   t.inject_nonfinite_once();
   StepStats s = t.step();
   EXPECT_TRUE(s.skipped);
   EXPECT_EQ(all_params(t), before);
   std::vector<float> m_after;
-  t.engine().shard_to_host(1, 1, m_after);
+  t.engine().shard_to_host(1, ShardState::adam_m, m_after);
   EXPECT_EQ(m_after, m_before);
   EXPECT_FALSE(t.step().skipped);  // the next healthy step updates again
   EXPECT_NE(all_params(t), before);

@@ -26,7 +26,7 @@ namespace {
 
 using cuda::bf16;
 
-constexpr size_t kCublasWorkspaceBytes = 32u << 20;
+constexpr size_t kCublasWorkspaceBytes = (size_t)cuda::kCublasWorkspaceBytes;  // kernels/sizes.h
 
 __global__ void f32_to_bf16_kernel(bf16* dst, const float* src, size_t n) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
@@ -84,11 +84,7 @@ class CudaBackend final : public Backend {
     GPT_CHECK(B >= 1 && T >= 1 && C >= 1 && NH >= 1 && max_bias_oc >= 0,
               "reserve_workspace: shapes must be positive, got B=", B, " T=", T, " C=", C, " NH=", NH,
               " max_bias_oc=", max_bias_oc);
-    const int N = B * T;
-    size_t need = cuda::sum_squares_scratch_bytes();
-    need = std::max(need, cuda::layernorm_backward_scratch_bytes(N, C));
-    if (max_bias_oc > 0) need = std::max(need, cuda::matmul_backward_scratch_bytes(N, max_bias_oc));
-    need = std::max(need, attention_scratch_need(B, T, C, NH));
+    const size_t need = (size_t)cuda::op_scratch_bytes(B, T, C, NH, max_bias_oc, fused_attention_);
     if (need > scratch_bytes_) grow_scratch(need);
     reserved_ = true;
   }
@@ -157,7 +153,7 @@ class CudaBackend final : public Backend {
   }
   void layernorm_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp, const void* w,
                           const float* mean, const float* rstd, int N, int C) override {
-    void* s = scratch("layernorm_backward", cuda::layernorm_backward_scratch_bytes(N, C));
+    void* s = scratch("layernorm_backward", cuda::layernorm_backward_scratch_bytes(C));
     cuda::layernorm_backward(H(dinp), dw, db, H(dout), H(inp), H(w), mean, rstd, N, C, s, stream_);
   }
 
@@ -171,14 +167,14 @@ class CudaBackend final : public Backend {
   }
   void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp, const void* w,
                        int N, int C, int OC) override {
-    void* s = dbias ? scratch("matmul_backward", cuda::matmul_backward_scratch_bytes(N, OC)) : nullptr;
+    void* s = dbias ? scratch("matmul_backward", cuda::matmul_backward_scratch_bytes(OC)) : nullptr;
     cuda::matmul_backward(H(dinp), dw, dbias, H(dout), H(inp), H(w), N, C, OC, blas_, s, stream_);
   }
 
   void set_fused_attention(bool fused) override { fused_attention_ = fused; }
   bool fused_attention() const override { return fused_attention_; }
   size_t attention_state_bytes(int B, int T, int NH) const override {
-    return fused_attention_ ? cuda::fused_attention_state_bytes(B, T, NH) : cuda::attention_state_bytes(B, T, NH);
+    return (size_t)(fused_attention_ ? cuda::fused_attention_state_bytes(B, T, NH) : cuda::attention_state_bytes(B, T, NH));
   }
   void attention_forward(void* out, void* state, const void* qkv, int B, int T, int C, int NH) override {
     if (fused_attention_) {
@@ -287,11 +283,6 @@ class CudaBackend final : public Backend {
     }
     scratch_ = alloc(bytes, MemCat::workspace);
     scratch_bytes_ = bytes;
-  }
-  // Attention's scratch on the path in effect (the fused forward needs none; its backward the most).
-  size_t attention_scratch_need(int B, int T, int C, int NH) const {
-    return fused_attention_ ? cuda::fused_attention_scratch_bytes(B, T, NH)
-                            : cuda::attention_scratch_bytes(B, T, C, NH);
   }
 
   // Device bytes in use on this GPU as the driver counts them (every process's, hence the baseline).

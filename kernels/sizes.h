@@ -1,0 +1,62 @@
+// The bytes the kernels keep or need besides their inputs and outputs, as pure arithmetic with no CUDA
+// headers: the attention state each backend keeps from forward to backward, the CUDA ops' scratch, and the
+// cuBLASLt workspace. The kernels and backends use these, and so does `gpt memplan`, so each size is
+// stated once.
+//
+// Sizes are int64 bytes that saturate at INT64_MAX instead of wrapping, so an absurd shape (d1024 at
+// T = 2^20) reaches the planner as "too large" rather than as a small wrapped number.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+#include "src/core/size_math.h"
+
+namespace gpt {
+
+namespace cpu {
+// Attention state: the softmax probabilities (B, NH, T, T) fp32.
+inline int64_t attention_state_bytes(int64_t B, int64_t T, int64_t NH) { return sat_mul({B, NH, T, T, 4}); }
+}  // namespace cpu
+
+namespace cuda {
+constexpr int kLayernormChunks = 64;   // row chunks of layernorm's dw/db reduction (fixed: deterministic)
+constexpr int kBiasGradChunks = 64;    // row chunks of matmul's bias-gradient reduction (fixed: deterministic)
+constexpr int kSumSquaresBlocks = 512; // partial sums of sum_squares
+constexpr int64_t kCublasWorkspaceBytes = int64_t{32} << 20;  // the cuBLASLt workspace, one per backend
+
+// Rounds a byte count up to 256 so sub-buffers carved from one scratch block stay aligned for cuBLASLt
+// and vector loads.
+inline int64_t round_up_256(int64_t bytes) { return bytes > INT64_MAX - 255 ? INT64_MAX : (bytes + 255) & ~int64_t{255}; }
+
+// layernorm_backward: per-chunk partial dw and db, (2, kLayernormChunks, C) fp32.
+inline int64_t layernorm_backward_scratch_bytes(int64_t C) { return sat_mul({2, kLayernormChunks, C, 4}); }
+// matmul_backward with a bias: per-chunk partial dbias, (kBiasGradChunks, OC) fp32.
+inline int64_t matmul_backward_scratch_bytes(int64_t OC) { return sat_mul({kBiasGradChunks, OC, 4}); }
+// sum_squares: kSumSquaresBlocks partials and the result, fp64.
+inline int64_t sum_squares_scratch_bytes() { return (kSumSquaresBlocks + 1) * 8; }
+
+// The simple attention path keeps the softmax probabilities P (B, NH, T, T) bf16; its scratch holds seven
+// head-major (B, NH, T, hs) bf16 copies and the (B, NH, T, T) scores in fp32 and bf16.
+inline int64_t attention_state_bytes(int64_t B, int64_t T, int64_t NH) { return sat_mul({B, NH, T, T, 2}); }
+inline int64_t attention_scratch_bytes(int64_t B, int64_t T, int64_t C, int64_t NH) {
+  const int64_t heads = round_up_256(sat_mul({B, T, C, 2})), tt = sat_mul({B, NH, T, T});
+  return sat_add({sat_mul({7, heads}), round_up_256(sat_mul({tt, 4})), round_up_256(sat_mul({tt, 2}))});
+}
+// The fused path keeps the row log-sum-exp (B, NH, T) fp32; its backward's scratch holds the softmax-gradient
+// row terms (B, NH, T) fp32.
+inline int64_t fused_attention_state_bytes(int64_t B, int64_t T, int64_t NH) { return sat_mul({B, NH, T, 4}); }
+inline int64_t fused_attention_scratch_bytes(int64_t B, int64_t T, int64_t NH) { return round_up_256(sat_mul({B, NH, T, 4})); }
+
+// The one scratch block the CUDA backend reserves before step 1 for a model's ops at micro-batch (B, T):
+// the largest request among layernorm backward over C, the bias gradient of up to max_bias_oc outputs,
+// attention on the chosen path, and sum_squares.
+inline int64_t op_scratch_bytes(int64_t B, int64_t T, int64_t C, int64_t NH, int64_t max_bias_oc, bool fused) {
+  int64_t need = sum_squares_scratch_bytes();
+  need = std::max(need, layernorm_backward_scratch_bytes(C));
+  if (max_bias_oc > 0) need = std::max(need, matmul_backward_scratch_bytes(max_bias_oc));
+  need = std::max(need, fused ? fused_attention_scratch_bytes(B, T, NH) : attention_scratch_bytes(B, T, C, NH));
+  return need;
+}
+}  // namespace cuda
+
+}  // namespace gpt

@@ -1,0 +1,100 @@
+// The FSDP engine's geometry: the shard-group size, each unit's padding and this rank's slice, where the
+// model states live, which paths need no copy, and every buffer the engine allocates, with its domain,
+// ledger category and size. Pure arithmetic over the units' sizes and the options: nothing here allocates.
+//
+// It is the one statement of the engine's memory. FsdpEngine allocates exactly buffers() (and nothing else),
+// and `gpt memplan` sums the same list, so the two cannot drift apart; the measured test
+// (tests/fsdp/test_memplan_measured.cpp) still holds the ledger equal to the plan byte for byte.
+//
+// The rules, stated once:
+//  - G (the shard group): N for full and grad_op, 1 for none, --shard-group for hybrid. A unit of numel
+//    elements is padded to a multiple of G; rank r of the group owns the contiguous slice r.
+//  - Model states (fp32 master, grad, Adam m and v shards) live on the device, or on the host when offloaded.
+//  - Direct params: fp32 compute, G = 1 and no offload: the model reads the fp32 shards in place (no slot).
+//  - Direct grads: one rank and no offload: backward accumulates straight into the grad shards.
+//  - Gather slots: [0] the root unit (embed); then K rotating slots sized for the largest other unit
+//    (--gather-slots), or one per non-root unit under grad_op (forward's gather is kept until backward).
+//  - Gradient slots: [0] the root's, then 2 rotating ones, each a full-unit fp32 buffer (none with --no-sync,
+//    whose per-unit accumulators take their place), plus the reduce-scatter output (G > 1), the bf16 send and
+//    receive buffers (--reduce-dtype bf16 with more than one rank) and the host copy of the reduced shard
+//    (offload).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "src/backend/ledger.h"
+#include "src/core/dtype.h"
+#include "src/fsdp/options.h"
+
+namespace gpt {
+
+// One unit's sharding on this rank.
+struct UnitGeometry {
+  int64_t numel = 0;         // real elements of the unit
+  int64_t padded = 0;        // numel rounded up to a multiple of the shard-group size G
+  int64_t shard_numel = 0;   // padded / G: the slice every rank of the group owns
+  int64_t shard_offset = 0;  // this rank's first element in the unit's flat index
+};
+
+// Every buffer the engine allocates. Per-unit buffers are indexed by unit, slot buffers by slot.
+enum class EngineBuffer {
+  param, grad, adam_m, adam_v,  // (shard) fp32 model states, in the states' domain
+  param_dev,                    // (shard) compute dtype: device copy of the param shard (offload optimizer)
+  nosync_acc,                   // (padded) fp32: the unit's --no-sync gradient accumulator
+  slot_data,                    // (padded) compute dtype: a gathered unit
+  slot_stage_f32,               // (shard) fp32: host -> device staging of the shard (offload params)
+  slot_stage_c,                 // (shard) compute dtype: the all-gather's input (bf16 compute)
+  refresh_stage,                // (max shard) fp32: staging to refresh param_dev (offload optimizer, bf16)
+  grad_data,                    // (padded) fp32: a unit's full gradient
+  grad_rs_out,                  // (shard) fp32: the reduce-scatter's output (G > 1)
+  grad_send_bf16,               // (padded) bf16: the gradient rounded for a bf16 reduction
+  grad_recv_bf16,               // (shard) bf16: the bf16 reduce-scatter's output (G > 1)
+  grad_host_rs,                 // (shard, or padded when G = 1) fp32 host copy of the reduced gradient
+};
+
+struct BufferSpec {
+  EngineBuffer what;
+  int index = 0;    // unit or slot
+  MemDomain domain;
+  MemCat cat;
+  int64_t bytes = 0;
+};
+
+class EngineGeometry {
+ public:
+  // unit_numel: the layout's units in order, [0] the root (embed). shard_rank: this rank's index in its
+  // shard group. Throws the flag's one-line error for an invalid combination (options_check).
+  EngineGeometry(const std::vector<int64_t>& unit_numel, int world, int shard_rank, const FsdpOptions& opt,
+                 DType compute);
+
+  // G for these options at world size N (after options_check).
+  static int shard_group_size(const FsdpOptions& opt, int world);
+  // --gather-slots in [1, 64]; --shard-group only with hybrid, and then dividing the world size. `world_flag`
+  // names where the world size came from in messages ("--world" for memplan, "the world size" for a run).
+  static void options_check(const FsdpOptions& opt, int world, const char* world_flag);
+
+  int world = 1;   // N
+  int group = 1;   // G
+  DType compute = DType::F32;
+  FsdpOptions opt;
+  bool host_states = false;    // the fp32 states live on the host (offload optimizer or params)
+  bool direct_params = false;  // the model reads the fp32 param shards in place
+  bool direct_grads = false;   // backward accumulates into the grad shards
+  bool bf16_reduce = false;    // gradients travel in bf16 (--reduce-dtype bf16 and something to communicate)
+  int rotating_slots = 0;      // non-root gather slots (0 with direct params)
+  int grad_slots = 0;          // gradient slots, root's included (0 with direct grads)
+  std::vector<UnitGeometry> units;
+  int64_t max_padded = 0;      // the largest non-root unit, padded: sizes the rotating slots
+  int64_t max_shard = 0;       // its shard
+
+  MemDomain states_domain() const { return host_states ? MemDomain::host : MemDomain::device; }
+  int gather_slots() const { return direct_params ? 0 : 1 + rotating_slots; }
+  // Sizes of slot i ([0] root, the others for the largest non-root unit).
+  int64_t slot_padded(int i) const { return i == 0 ? units[0].padded : max_padded; }
+  int64_t slot_shard(int i) const { return i == 0 ? units[0].shard_numel : max_shard; }
+  int64_t shard_elems() const;  // parameters this rank owns: the sum of the shards
+  int64_t psi() const;          // the model's parameters, unpadded
+  std::vector<BufferSpec> buffers() const;
+};
+
+}  // namespace gpt
