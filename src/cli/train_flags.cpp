@@ -2,6 +2,7 @@
 #include "src/cli/train_flags.h"
 
 #include "src/core/check.h"
+#include "src/io/model_file.h"
 #include "src/util/paths.h"
 
 namespace gpt {
@@ -32,7 +33,8 @@ const char* kTrainFlagsHelp =
     "  --reduce-dtype fp32|bf16 (fp32)  dtype gradients are reduced in (bf16: half the gradient traffic)\n"
     "run:\n"
     "  --out DIR            run directory: checkpoints, model.bin     --resume   continue from the newest checkpoint\n"
-    "  --init-from FILE     start from an llm.c model file            --save-every N (0 = at the end)  --keep K (2)\n"
+    "  --init-from FILE     start from an llm.c model file (its shape: no model flags needed)\n"
+    "  --save-every N (0 = at the end)  --keep K (2)\n"
     "  --val-every N  --val-batches N (8)  --sample-every N  --sample-tokens N (64)  --temperature F (1)  --top-k K (0)\n"
     "  --tokenizer byte|gpt2|auto|none  --data-dir DIR (found next to the binary)  --metrics FILE.jsonl  --trace FILE.json\n"
     "  --peak-tflops F      peak for MFU (default: cuda 989 bf16 dense; cpu: measured sgemm)\n"
@@ -53,9 +55,27 @@ GPTConfig parse_model_flags(Flags& f, std::string* name, const std::string& defa
   return c;
 }
 
+// --init-from: the shape comes from the file. Model flags given beside it must agree with the file.
+static GPTConfig model_from_init_file(Flags& f, const std::string& path, std::string* name) {
+  const GPTConfig file = read_model_file_config(path);
+  bool any_flag = false;
+  for (const char* flag : {"--config", "--n-layer", "--n-head", "--d-model", "--seq-len", "--vocab"}) any_flag |= f.has(flag);
+  if (!any_flag) {
+    *name = "init-from";
+    (void)f.str("--tokenizer", "auto");  // read here too, so it is not reported as unknown
+    return file;
+  }
+  const GPTConfig flags = parse_model_flags(f, name, "d6");
+  GPT_CHECK(flags == file, "--init-from ", path, ": the file's model is ", file.describe(), " but the model flags give ",
+            flags.describe(), " (drop the model flags to take the file's shape)");
+  return file;
+}
+
 TrainOptions parse_train_flags(Flags& f, const std::string& default_config) {
   TrainOptions o;
-  o.model = parse_model_flags(f, &o.config_name, default_config);
+  const std::string init_from = f.str("--init-from", "");
+  o.model = init_from.empty() ? parse_model_flags(f, &o.config_name, default_config)
+                              : model_from_init_file(f, init_from, &o.config_name);
   o.tokenizer = f.str("--tokenizer", "auto");
   o.train_pattern = f.str("--train", "");
   o.val_pattern = f.str("--val", "");
@@ -97,7 +117,7 @@ TrainOptions parse_train_flags(Flags& f, const std::string& default_config) {
   o.save_every = f.i32("--save-every", 0, 0, 1 << 30);
   o.keep = f.i32("--keep", 2, 1, 1 << 20);
   o.resume = f.on("--resume");
-  o.init_from = f.str("--init-from", "");
+  o.init_from = init_from;
   o.metrics_path = f.str("--metrics", "");
   o.trace_path = f.str("--trace", "");
   o.peak_tflops = f.f64("--peak-tflops", 0, 0, 1e6);

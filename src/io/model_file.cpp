@@ -104,9 +104,9 @@ void read_elements(FILE* f, float* dst, int64_t numel, bool bf16, const std::str
   }
 }
 
-}  // namespace
-
-ModelWeights load_model_file(const std::string& path) {
+// Opens the file and checks everything but the tensor values: magic, version, dimensions, and the exact
+// size. Leaves the file positioned at the first tensor.
+FilePtr open_checked(const std::string& path, GPTConfig* cfg, bool* bf16) {
   FilePtr f(std::fopen(path.c_str(), "rb"));
   GPT_CHECK(f != nullptr, path, ": cannot open model file: ", std::strerror(errno));
   struct stat st;
@@ -119,18 +119,31 @@ ModelWeights load_model_file(const std::string& path) {
   GPT_CHECK(h[0] == kModelMagic, path, ": bad magic ", h[0], ", expected ", kModelMagic, " (an llm.c model file)");
   GPT_CHECK(h[1] == kVersionF32 || h[1] == kVersionBF16, path, ": unsupported version ", h[1], ", expected ",
             kVersionF32, " (fp32) or ", kVersionBF16, " (bf16)");
-  const bool bf16 = h[1] == kVersionBF16;
-
-  ModelWeights w;
-  w.config = config_from_header(h, path);
-  Layout layout(w.config);
+  *bf16 = h[1] == kVersionBF16;
+  *cfg = config_from_header(h, path);
   // finalize() bounds every dimension, so numel < 2^47 and the byte count fits easily in 64 bits.
-  const int64_t numel = layout.total_numel();
-  const int64_t elem = bf16 ? 2 : 4;
+  const int64_t numel = cfg->num_params();
+  const int64_t elem = *bf16 ? 2 : 4;
   const int64_t expected = kHeaderBytes + numel * elem;
   GPT_CHECK(size == expected, path, ": file is ", size, " bytes, expected ", expected, " (1024 + ", numel,
-            " parameters * ", elem, " bytes for ", w.config.describe(), "): truncated or corrupt");
+            " parameters * ", elem, " bytes for ", cfg->describe(), "): truncated or corrupt");
+  return f;
+}
 
+}  // namespace
+
+GPTConfig read_model_file_config(const std::string& path) {
+  GPTConfig cfg;
+  bool bf16 = false;
+  open_checked(path, &cfg, &bf16);
+  return cfg;
+}
+
+ModelWeights load_model_file(const std::string& path) {
+  ModelWeights w;
+  bool bf16 = false;
+  FilePtr f = open_checked(path, &w.config, &bf16);
+  Layout layout(w.config);
   w.units.resize(layout.num_units());
   for (int u = 0; u < layout.num_units(); u++) w.units[u].assign((size_t)layout.unit(u).numel, 0.0f);
   for (const Slab& s : file_order(layout))

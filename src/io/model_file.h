@@ -19,6 +19,8 @@ struct ModelWeights {
 // Reads version 3 (fp32) or 5 (bf16, widened to fp32). Validates magic, version, every dimension, Vp
 // against V, and the file size against the header; throws gpt::Error naming the file and the problem.
 ModelWeights load_model_file(const std::string& path);
+// The model shape a file holds, with the same checks as load_model_file but without reading the tensors.
+GPTConfig read_model_file_config(const std::string& path);
 // Writes version 3 (fp32) atomically. units[u] points at layout.unit(u).numel floats.
 void save_model_file(const std::string& path, const Layout& layout, const std::vector<const float*>& units);
 

@@ -137,3 +137,24 @@ TEST(Cli, BadFiles) {
 
 }  // namespace
 }  // namespace gpt::test
+
+namespace gpt::test {
+namespace {
+
+// --init-from takes the model's shape from the file: no model flags are needed, and flags that disagree
+// with the file are an error naming both shapes.
+TEST(Cli, InitFromTakesTheShapeFromTheFile) {
+  const std::string d = shakespeare_dir(), dir = scratch_dir(), out = dir + "/run";
+  const std::string data = " -B 2 -T 32 --steps 1 --sample-tokens 0 --train '" + d + "/train_*.bin'";
+  ASSERT_EQ(run(std::string("train ") + kTiny + "--steps 1 --sample-tokens 0 --train '" + d + "/train_*.bin' --out " + out).code, 0);
+  const Result again = run("train --init-from " + out + "/model.bin" + data);
+  EXPECT_EQ(again.code, 0) << again.out;
+  EXPECT_NE(again.out.find("model init-from"), std::string::npos) << again.out;
+  const Result bad = run("train --init-from " + out + "/model.bin --n-layer 3" + data);
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("the file's model is L=2"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("the model flags give L=3"), std::string::npos) << bad.out;
+}
+
+}  // namespace
+}  // namespace gpt::test
