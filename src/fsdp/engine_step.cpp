@@ -13,6 +13,7 @@
 #include "src/core/check.h"
 #include "src/fsdp/engine.h"
 #include "src/util/trace.h"
+#include "src/util/watchdog.h"
 
 namespace gpt {
 
@@ -97,6 +98,7 @@ void FsdpEngine::trace_counters() {
 
 void FsdpEngine::wait_gather(int u) {
   Unit& s = units_[u];
+  watchdog::beat("all-gather");
   if (s.gather_work) {
     s.gather_work->wait();
     s.gather_work.reset();
@@ -142,6 +144,7 @@ void FsdpEngine::prefetch_after(int u, Pass pass) {
 
 const void* FsdpEngine::acquire(int u, Pass pass) {
   check_acquire_order(u, pass);
+  watchdog::at_unit(name(u));
   Unit& s = units_[u];
   s.held = true;
   s.held_pass = pass;
@@ -237,6 +240,7 @@ void FsdpEngine::grad_ready(int u) {
 void FsdpEngine::complete_reduction(GradSlot& g) {
   const int u = g.owner;
   Unit& s = units_[u];
+  watchdog::beat("gradient reduction");
   if (g.work) {
     g.work->wait();
     g.work.reset();
