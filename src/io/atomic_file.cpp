@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "src/core/check.h"
@@ -68,11 +69,25 @@ AtomicWriter::~AtomicWriter() {
   }
 }
 
+// Fault injection for tests: GPT_TEST_WRITE_FAIL="ENOSPC:part" (or EIO) makes every write to a file whose
+// path contains `part` fail with that error, as a full disk or a failing device would.
+static int injected_write_error(const std::string& path) {
+  static const char* env = std::getenv("GPT_TEST_WRITE_FAIL");
+  if (!env) return 0;
+  const std::string spec = env;
+  const size_t colon = spec.find(':');
+  if (colon == std::string::npos || path.find(spec.substr(colon + 1)) == std::string::npos) return 0;
+  const std::string name = spec.substr(0, colon);
+  return name == "ENOSPC" ? ENOSPC : name == "EIO" ? EIO : 0;
+}
+
 void AtomicWriter::write(const void* data, size_t bytes) {
   GPT_CHECK(f_ != nullptr, "write to ", path_, " after commit");
   if (bytes == 0) return;
-  size_t n = std::fwrite(data, 1, bytes, f_);
-  GPT_CHECK(n == bytes, "short write to ", tmp_, ": wrote ", n, " of ", bytes, " bytes (disk full?)");
+  errno = injected_write_error(tmp_);
+  const size_t n = errno ? 0 : std::fwrite(data, 1, bytes, f_);
+  GPT_CHECK(n == bytes, "cannot write ", tmp_, ": wrote ", n, " of ", bytes, " bytes: ",
+            errno ? std::strerror(errno) : "short write");
   written_ += bytes;
   crc_ = crc32_update(crc_, data, bytes);
 }
