@@ -71,4 +71,12 @@ OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OPEN
   || { tail -5 "$tmp/trace.log" >&2; echo "FAIL: 2-rank traced run" >&2; exit 1; }
 "$py" scripts/plot_memory.py "$tmp/trace.json" --out "$tmp/memory.png"
 [ -s "$tmp/memory.png" ] || { echo "FAIL: plot_memory.py wrote no PNG" >&2; exit 1; }
+
+echo "== plot_metrics.py on a run's metrics"
+"$gpt" train --config d2 --tokenizer byte --seq-len 32 -B 2 -T 32 --steps 4 --train "$tmp/data/train_*.bin" \
+  --val "$tmp/data/val_*.bin" --val-every 2 --val-batches 1 --sample-tokens 0 --quiet --metrics "$tmp/metrics.jsonl" \
+  > "$tmp/metrics.log" 2>&1 || { tail -5 "$tmp/metrics.log" >&2; echo "FAIL: run with --metrics" >&2; exit 1; }
+"$py" scripts/plot_metrics.py "$tmp/metrics.jsonl" --out "$tmp/curves.png" > /dev/null
+[ -s "$tmp/curves.png" ] || { echo "FAIL: plot_metrics.py wrote no PNG" >&2; exit 1; }
+expect_error "$py" scripts/plot_metrics.py "$tmp/trace.log"
 echo "all quick scaling scripts passed"
