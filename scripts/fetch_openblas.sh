@@ -12,6 +12,7 @@
 # Use: scripts/fetch_openblas.sh [--no-gtest]; then configure with
 #   -DGPT_OPENBLAS_ROOT=$PWD/third_party/local/openblas
 #   -DGTest_DIR=$PWD/third_party/local/gtest/usr/lib/x86_64-linux-gnu/cmake/GTest
+# scripts/gpu_check.sh finds both there by itself (`scripts/gpu_check.sh --dry-run` checks they are present).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,7 +21,7 @@ with_gtest=1
 for arg in "$@"; do
   case "$arg" in
     --no-gtest) with_gtest=0 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "fetch_openblas.sh: unknown argument '$arg' (expected --no-gtest)" >&2; exit 2 ;;
   esac
 done
@@ -58,6 +59,7 @@ if [[ $with_gtest == 1 ]]; then
   cp -a "$arch_lib" "$dest/gtest/usr/lib/"
   rm -rf "$dest/gtest/usr/lib/x86_64-linux-gnu/openblas-openmp" "$dest/gtest/usr/include/x86_64-linux-gnu"
   rm -f "$dest"/gtest/usr/lib/x86_64-linux-gnu/lib{gfortran,quadmath,gomp}*
+  rm -rf "$dest/gtest/usr/lib/x86_64-linux-gnu/cmake/openblas"  # the -dev package's, empty without its library
 fi
 
 echo "OpenBLAS: $dest/openblas ($(du -sh "$dest/openblas" | cut -f1))"
@@ -65,4 +67,11 @@ echo "  configure with -DGPT_OPENBLAS_ROOT=$dest/openblas"
 if [[ $with_gtest == 1 ]]; then
   echo "GoogleTest: $dest/gtest ($(du -sh "$dest/gtest" | cut -f1))"
   echo "  configure with -DGTest_DIR=$dest/gtest/usr/lib/x86_64-linux-gnu/cmake/GTest"
+fi
+# It travels to the lent machine with the working tree, within 64 MiB for both together.
+total=$(du -sb "$dest" | cut -f1)
+echo "third_party/local: $((total / 1048576)) MiB in all (carry it; with the working tree it must stay under 64 MiB)"
+if ((total > 56 * 1048576)); then
+  echo "fetch_openblas.sh: third_party/local is over 56 MiB, too much to travel beside the working tree" >&2
+  exit 1
 fi

@@ -1,179 +1,404 @@
 #!/usr/bin/env bash
-# The check to run on a lent GPU machine (one H200: nvcc 13, CMake, ninja, python3 with torch; maybe no
-# OpenBLAS, GoogleTest or MPI). Stages, each under its own `timeout`, all within a budget of 8 minutes:
-#   info, configure (CUDA on, MPI off, sm_90), build, test_cuda (CUDA ops vs CPU twins), test_ops (CPU ops),
-#   bench_d12 / bench_d12_fused (--attention fused) / bench_d48_recompute / bench_d48_offload
-#   (`gpt bench --device cuda`), bench_pytorch (the peer),
-#   sanitize (compute-sanitizer memcheck over the twin tests, with whatever time is left).
-# A failing stage is recorded and the next one still runs. Output: every stage's full output in
-# gpu_check.log and one summary object in gpu_check.json, under $OUT when it is set (the lent machine's
-# return folder), else under build/gpu_check/. The terminal gets one line per stage and the summary.
+# One call on a lent GPU machine (one H200: nvcc 13, CMake, ninja, python3 with torch 2.x; no network, maybe
+# no OpenBLAS, GoogleTest or MPI) that settles: is the GPU path correct, and how fast is it against PyTorch on
+# the same GPU. At most 420 s of script, build included. Stages, in order, each with its cap; a stage ends by
+# the start plus the caps of every stage up to it (time an earlier stage left over flows on, never a later
+# stage's cap):
+#   info         10 s  what the machine has (GPU, driver, nvcc, compute-sanitizer, torch, kernel)
+#   build       150 s  cmake (CUDA on, MPI off, sm_90) + ninja gpt test_cuda on every core; meanwhile, in the
+#                      background, torch.compile fills its cache for the PyTorch peer (at most 90 s) and the
+#                      stage waits for it (it must not share the GPU with the twin tests' memory checks)
+#   twins        45 s  test_cuda: every CUDA op and whole d2 training steps against the CPU twin. A missing
+#                      prerequisite (GoogleTest, OpenBLAS) or a skipped test is a failure, never a skip
+#   correctness  70 s  scripts/gpu_correctness.py: d12, B8 T256, 20 steps of `gpt train --device cuda` per
+#                      attention path against PyTorch fp32 (and two bf16 runs as the noise floor) from the same
+#                      llm.c model file on the same tokens, within a derived bf16 bound; every attention path
+#                      against the others; `gpt memplan` == the ledger's peak of the same runs, to the byte
+#   bench        60 s  gpt bench d12 -B 16 -T 1024, one per attention path (`gpt train --help` lists them):
+#                      tokens/s, MFU; `gpt memplan --device cuda` against the bench's peak_device_mib
+#   torch_peer   50 s  scripts/bench_pytorch.py, the same model and batch at PyTorch's best: bf16 autocast,
+#                      SDPA (causal), fused AdamW, torch.compile when it compiled within 90 s (else eager)
+#   racecheck    35 s  compute-sanitizer --tool racecheck on the attention twin tests (small shapes); where
+#                      the sanitizer refuses the device ("device not supported", error 999) it is a skip
+#   d48        (rest)  only with time left: gpt bench d48 -B 4 -T 1024 --recompute full, then with
+#                      --offload optimizer
+# Verdict: one line `gpu_check: PASS|FAIL ...` (twins, correctness, memplan, racecheck, d12 tokens/s and MFU
+# per attention path, torch's tokens/s, the ratio gpt/torch), gpu_check.json (every stage and number),
+# gpu_check.log (every stage's full output), correctness.json and correctness_gpt.log, in --out DIR
+# (default $OUT when set, the lent machine's return folder, else build/gpu_check). Exit status non-zero when
+# a correctness stage (build, twins, correctness, memplan, racecheck, a gpt bench) failed or could not run.
 #
-# Missing OpenBLAS / GoogleTest: run scripts/fetch_openblas.sh on a Debian machine first and carry
-# third_party/local with the working tree; this script then configures against it and puts OpenBLAS's runtime
-# libraries on LD_LIBRARY_PATH (only those the machine lacks).
-# Environment: BUILD_DIR (default build), GPU_CHECK_BUDGET_S (default 480), CUDA_ARCH (default 90).
+# Prerequisites the bare machine lacks come with the working tree: run scripts/fetch_openblas.sh here (OpenBLAS
+# for the CPU twin, and GoogleTest, into the git-ignored third_party/local, ~40 MiB) and carry
+# third_party/local. `scripts/gpu_check.sh --dry-run` (no GPU needed) prints this plan with its caps and checks
+# the prerequisites that can be checked without a GPU; it exits non-zero when one is missing.
+#
+# Use:  scripts/gpu_check.sh [--dry-run] [--out DIR]
+# Environment: BUILD_DIR (default build-gpu), PYTHON (default: the first of python3, /usr/bin/python3 that
+# imports torch), CUDA_ARCH (default 90), GPU_CHECK_BUDGET_S (default 420).
 set -uo pipefail  # no -e: a failing stage must not stop the later ones
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root"
-build=${BUILD_DIR:-build}
-budget=${GPU_CHECK_BUDGET_S:-480}
-out_dir=${OUT:-$root/$build/gpu_check}
+cd "$root" || exit 2
+dry=0
+out_arg=""
+while (($#)); do
+  case "$1" in
+    --dry-run) dry=1 ;;
+    --out) out_arg=${2:?--out needs a directory}; shift ;;
+    --out=*) out_arg=${1#--out=} ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    *) echo "gpu_check.sh: unknown argument '$1' (expected --dry-run, --out DIR)" >&2; exit 2 ;;
+  esac
+  shift
+done
+build=${BUILD_DIR:-build-gpu}
+budget=${GPU_CHECK_BUDGET_S:-420}
+arch=${CUDA_ARCH:-90}
+local_dir="$root/third_party/local"
+fix_fetch="run scripts/fetch_openblas.sh on a Debian machine with network and carry third_party/local"
+
+# ---- the plan: name, cap in seconds (0 = whatever time is left), what it does ------------------------------
+plan=(
+  "info|10|nvidia-smi, nvcc, compute-sanitizer, torch, kernel: what the machine has"
+  "build|150|cmake (CUDA on, MPI off, sm_$arch) + ninja -j\$(nproc) gpt test_cuda; torch.compile warms its cache meanwhile (<= 90 s)"
+  "twins|45|test_cuda: CUDA ops and d2 training steps vs the CPU twin (no skips allowed)"
+  "correctness|70|gpu_correctness.py: d12 B8 T256, 20 steps, gpt (each attention path) vs PyTorch fp32, derived bf16 bound; memplan == ledger"
+  "bench|60|gpt bench d12 -B 16 -T 1024 per attention path: tokens/s, MFU; memplan vs peak_device_mib"
+  "torch_peer|50|bench_pytorch.py d12 -B 16 -T 1024: bf16 autocast, SDPA, fused AdamW, torch.compile if cached in time"
+  "racecheck|35|compute-sanitizer racecheck, attention twin tests (skip only where the device is unsupported)"
+  "d48|0|only with time left: gpt bench d48 -B 4 -T 1024 --recompute full, then + --offload optimizer"
+)
+cap_of() { local p; for p in "${plan[@]}"; do [[ ${p%%|*} == "$1" ]] && { p=${p#*|}; echo "${p%%|*}"; return; }; done; echo 0; }
+# A stage runs until its planned end: the start plus the caps of every stage up to it. So a stage may use the
+# time earlier stages did not, never a later stage's cap; d48 (cap 0) gets only what is left of the budget.
+planned_end() {
+  local p p2 sum=0
+  for p in "${plan[@]}"; do
+    p2=${p#*|}; sum=$((sum + ${p2%%|*}))
+    [[ ${p%%|*} == "$1" ]] && break
+  done
+  echo $((t_start + sum))
+}
+until_end() { echo $(($(planned_end "$1") - $(date +%s))); }
+print_plan() {
+  local p name cap what sum=0
+  printf 'gpu_check plan (budget %s s; each stage ends by the sum of the caps up to it, so it may use time\n' "$budget"
+  printf 'that earlier stages left, never a later stage'"'"'s; d48 runs only on what is left):\n'
+  for p in "${plan[@]}"; do
+    name=${p%%|*}; p=${p#*|}; cap=${p%%|*}; what=${p#*|}
+    sum=$((sum + cap))
+    printf '  %-12s %5s  %s\n' "$name" "$([[ $cap == 0 ]] && echo rest || echo "${cap} s")" "$what"
+  done
+  printf '  %-12s %5s s (must be <= %s)\n' "sum of caps" "$sum" "$budget"
+  ((sum <= budget))
+}
+
+# ---- prerequisites ---------------------------------------------------------------------------------------
+blas_root=""   # -DGPT_OPENBLAS_ROOT, when OpenBLAS comes from third_party/local
+blas_note=""
+find_openblas() {
+  if [[ -f $local_dir/openblas/include/cblas.h && -e $local_dir/openblas/lib/libopenblas.so.0 ]]; then
+    blas_root="$local_dir/openblas"; blas_note="third_party/local/openblas"; return 0
+  fi
+  local inc lib
+  for inc in /usr/include/x86_64-linux-gnu/openblas-openmp /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/openblas; do
+    for lib in /usr/lib/x86_64-linux-gnu/openblas-openmp /usr/lib/x86_64-linux-gnu/openblas-pthread; do
+      if [[ -f $inc/cblas.h ]] && ls "$lib"/libopenblas.so* >/dev/null 2>&1; then blas_note="system ($lib)"; return 0; fi
+    done
+  done
+  blas_note="missing: CMakeLists.txt stops without OpenBLAS (the CPU twin needs it); $fix_fetch"
+  return 1
+}
+gtest_dir=""   # -DGTest_DIR, when GoogleTest comes from third_party/local
+gtest_note=""
+find_gtest() {
+  local d="$local_dir/gtest/usr/lib/x86_64-linux-gnu/cmake/GTest"
+  if [[ -f $d/GTestConfig.cmake && -f $local_dir/gtest/usr/include/gtest/gtest.h ]]; then
+    gtest_dir=$d; gtest_note="third_party/local/gtest"; return 0
+  fi
+  if ls /usr/include/gtest/gtest.h /usr/local/include/gtest/gtest.h >/dev/null 2>&1; then gtest_note="system"; return 0; fi
+  gtest_note="missing: test_cuda cannot be built without GoogleTest; $fix_fetch"
+  return 1
+}
+PY=${PYTHON:-}
+py_note=""
+find_python() {
+  local c
+  for c in ${PY:+"$PY"} python3 /usr/bin/python3; do
+    if command -v "$c" >/dev/null 2>&1 && "$c" -c "import torch" >/dev/null 2>&1; then
+      PY=$(command -v "$c"); py_note="$PY, torch $("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null)"; return 0
+    fi
+  done
+  PY=$(command -v python3 || true)
+  py_note="missing: no python3 with torch (tried ${PYTHON:+$PYTHON, }python3, /usr/bin/python3)"
+  return 1
+}
+
+if ((dry)); then
+  ok=1
+  print_plan || { echo "gpu_check --dry-run: the caps sum to more than the ${budget} s budget"; ok=0; }
+  echo "prerequisites:"
+  find_openblas || ok=0; printf '  %-22s %s\n' "OpenBLAS (CPU twin)" "$blas_note"
+  find_gtest || ok=0; printf '  %-22s %s\n' "GoogleTest" "$gtest_note"
+  if [[ -n $blas_root ]]; then
+    printf '  %-22s %s\n' "OpenBLAS runtime" "$(ls "$blas_root/lib/runtime" 2>/dev/null | tr '\n' ' ')(linked on the GPU machine only where missing)"
+  fi
+  find_python || ok=0; printf '  %-22s %s\n' "python + torch" "$py_note"
+  if [[ -n $PY ]]; then
+    for s in gpu_correctness.py bench_pytorch.py gpu_check_report.py; do
+      if "$PY" -m py_compile "scripts/$s" 2>/dev/null; then printf '  %-22s %s\n' "$s" "compiles"
+      else printf '  %-22s %s\n' "$s" "DOES NOT COMPILE"; ok=0; fi
+    done
+  fi
+  for t in cmake ninja nvcc c++; do
+    printf '  %-22s %s\n' "$t" "$(command -v "$t" || { [[ $t == nvcc && -x /usr/local/cuda/bin/nvcc ]] && echo /usr/local/cuda/bin/nvcc; } || echo "not here (the GPU machine has it)")"
+  done
+  printf '  %-22s %s\n' "compute-sanitizer" "$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || echo 'not here (on the GPU machine: racecheck, or a skip where the device is unsupported)')"
+  # What travels to the GPU machine: tracked and untracked-not-ignored files, plus third_party/local (carry).
+  tree_bytes=$( { git ls-files -z; git ls-files -z --others --exclude-standard; } | xargs -0 stat -c %s 2>/dev/null | awk '{s+=$1} END {print s+0}')
+  carry_bytes=$(du -sb "$local_dir" 2>/dev/null | cut -f1)
+  total=$((tree_bytes + ${carry_bytes:-0}))
+  limit=$((64 * 1048576))
+  printf '  %-22s %s MiB (working tree %s MiB + third_party/local %s MiB; limit 64 MiB)\n' "travels" \
+    "$((total / 1048576))" "$((tree_bytes / 1048576))" "$((${carry_bytes:-0} / 1048576))"
+  ((total <= limit)) || { echo "  too large to travel"; ok=0; }
+  echo "on the GPU machine: run with carry [\"third_party/local\"] the command: scripts/gpu_check.sh"
+  if ((ok)); then echo "gpu_check --dry-run: ready"; exit 0; fi
+  echo "gpu_check --dry-run: NOT READY (see above)"
+  exit 1
+fi
+
+# ---- the real run ----------------------------------------------------------------------------------------
+out_dir=${out_arg:-${OUT:-$root/build/gpu_check}}
 mkdir -p "$out_dir" "$build"
+work="$root/$build/gpu_check_work"
+rm -rf "$work" && mkdir -p "$work/results"
 log="$out_dir/gpu_check.log"
-json="$out_dir/gpu_check.json"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+stages_tsv="$work/stages.tsv"
 : >"$log"
+: >"$stages_tsv"
 t_start=$(date +%s)
 deadline=$((t_start + budget))
-stages=()   # JSON objects, one per stage
-results=()  # "key": value pairs for the results object
+print_plan | tee -a "$log"
 
-json_str() {  # a JSON string literal of $1 (quotes, backslashes and control characters escaped)
-  local s=${1//\\/\\\\}
-  s=${s//\"/\\\"}
-  s=${s//$'\n'/\\n}
-  s=${s//$'\t'/ }
-  s=${s//$'\r'/}
-  printf '"%s"' "$s"
+# record NAME STATUS RC SECONDS GATE NOTE   (GATE 1: a failure fails the check)
+record() {
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "${3:-}" "${4:-0}" "$5" "${6//$'\t'/ }" >>"$stages_tsv"
+  printf '%-22s %-8s rc=%-4s %7ss  %s\n' "$1" "$2" "${3:--}" "${4:-0}" "${6:-}"
+  printf '=== [%s] %s (rc %s, %s s) %s\n' "$1" "$2" "${3:--}" "${4:-0}" "${6:-}" >>"$log"
 }
+elapsed_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+left() { echo $((deadline - $(date +%s))); }
 
-record() {  # name status rc seconds note
-  stages+=("{\"name\": $(json_str "$1"), \"status\": $(json_str "$2"), \"rc\": ${3:-null}, \"seconds\": ${4:-0}, \"note\": $(json_str "${5:-}")}")
-  printf '%-20s %-8s rc=%-4s %7ss  %s\n' "$1" "$2" "${3:--}" "${4:-0}" "${5:-}"
-  printf '=== [%s] %s (rc %s, %s s) %s\n' "$1" "$2" "${3:--}" "${4:-0}" "${5:-}" >>"$log"
-}
-
-skip() { record "$1" skipped "" 0 "$2"; }
-
-# run NAME LIMIT_S CMD...: runs CMD under `timeout`, never past the budget; output to $tmp/NAME.out and the log.
+# run NAME LIMIT CMD...: CMD under `timeout` (never past the budget), output in $work/NAME.out and the log.
+# Sets run_rc and run_secs; returns the command's status (124/137 on timeout, 99 when no time was left).
 run() {
-  local name=$1 limit=$2
+  local name=$1 limit=$2 l
   shift 2
-  local left=$((deadline - $(date +%s)))
-  if ((left < 15)); then
-    skip "$name" "no time left in the ${budget} s budget"
-    return 99
-  fi
-  ((limit > left)) && limit=$left
+  l=$(left)
+  run_secs=0
+  if ((l < 5)); then run_rc=99; echo "[no time left in the ${budget} s budget]" >"$work/$name.out"; return 99; fi
+  ((limit > l)) && limit=$l
+  if ((limit < 1)); then run_rc=99; echo "[no time left in this stage's cap]" >"$work/$name.out"; return 99; fi
   printf '=== [%s] %s (timeout %s s)\n' "$name" "$*" "$limit" >>"$log"
-  local t0 rc status
+  local t0
   t0=$(date +%s.%N)
-  timeout --kill-after=10 "$limit" "$@" >"$tmp/$name.out" 2>&1
-  rc=$?
-  cat "$tmp/$name.out" >>"$log"
-  local secs
-  secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-  status=ok
-  ((rc != 0)) && status=failed
-  ((rc == 124 || rc == 137)) && status=timeout
-  record "$name" "$status" "$rc" "$secs" "${note:-}"
-  return "$rc"
+  timeout --kill-after=5 "$limit" "$@" >"$work/$name.out" 2>&1
+  run_rc=$?
+  run_secs=$(elapsed_since "$t0")
+  cat "$work/$name.out" >>"$log"
+  return "$run_rc"
 }
+status_of() { case $1 in 0) echo ok ;; 99) echo "no-time" ;; 124|137) echo timeout ;; *) echo failed ;; esac; }
+last_json() { grep -E '^\{.*\}$' "$1" 2>/dev/null | tail -n 1; }
+save_result() { [[ -n $2 ]] && printf '%s\n' "$2" >"$work/results/$1.json"; }
+report() { "$PY" "$root/scripts/gpu_check_report.py" "$@"; }
 
-# The last line of a stage's output that is a JSON object, or null.
-last_json() { grep -E '^\{.*\}$' "$tmp/$1.out" 2>/dev/null | tail -n 1 || true; }
-add_result() { results+=("$(json_str "$1"): ${2:-null}"); }
+# ---- info -------------------------------------------------------------------------------------------------
+find_python; py_ok=$?
+find_openblas; blas_ok=$?
+find_gtest; gtest_ok=$?
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -n 1)
+run info "$(until_end info)" bash -c 'nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv;
+  (nvcc --version || /usr/local/cuda/bin/nvcc --version) | tail -n 2; cmake --version | head -n 1; echo "ninja $(ninja --version)";
+  c++ --version | head -n 1; echo "kernel $(uname -r) (4.4.0 = gVisor: no compute-sanitizer there)"; echo "cores $(nproc)";
+  free -g | head -n 2; echo "sanitizer: '"$sanitizer"'"; true'
+record info "$(status_of $run_rc)" "$run_rc" "$run_secs" 0 "python: $py_note | OpenBLAS: $blas_note | GoogleTest: $gtest_note"
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
 
-# gtest summary -> {"passed": P, "failed": F, "skipped": S}
-gtest_counts() {
-  local f="$tmp/$1.out" p fl s
-  p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\{0,1\}\..*/\1/p' "$f" | tail -n 1)
-  fl=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) tests\{0,1\}, listed below.*/\1/p' "$f" | tail -n 1)
-  s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\{0,1\}, listed below.*/\1/p' "$f" | tail -n 1)
-  printf '{"passed": %s, "failed": %s, "skipped": %s}' "${p:-0}" "${fl:-0}" "${s:-0}"
-}
+# ---- torch.compile warm-up, in the background during the build ---------------------------------------------
+export TORCHINDUCTOR_CACHE_DIR="$root/$build/inductor_cache" TRITON_CACHE_DIR="$root/$build/triton_cache"
+peer_args=(--device cuda --config d12 -B 16 -T 1024)
+warm_pid=""
+if ((py_ok == 0)); then
+  # niced: the build is on the critical path, the cache only saves the peer's compile time later
+  timeout --kill-after=5 125 nice -n 10 env PYTHONUNBUFFERED=1 "$PY" scripts/bench_pytorch.py "${peer_args[@]}" --compile on \
+    --warm-only --compile-timeout 90 --json >"$work/compile_warm.out" 2>&1 &
+  warm_pid=$!
+fi
 
-# ---- info ------------------------------------------------------------------------------------------------
-gpu_name=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1)
-run info 30 bash -c 'nvidia-smi -L; nvcc --version | tail -n 2; cmake --version | head -n 1; ninja --version;
-  c++ --version | head -n 1; command -v compute-sanitizer;
-  python3 -c "import torch; print(\"torch\", torch.__version__, torch.cuda.is_available())"; true'  # report only
-
-# ---- dependencies: OpenBLAS and GoogleTest from third_party/local when fetched -----------------------------
-cmake_args=(-G Ninja -DGPT_CUDA=ON -DGPT_MPI=OFF "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCH:-90}")
-blas="$root/third_party/local/openblas"
-if [[ -d $blas ]]; then
-  cmake_args+=("-DGPT_OPENBLAS_ROOT=$blas")
-  export LD_LIBRARY_PATH="$blas/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  rt="$root/$build/runtime_libs"  # links to the runtime libraries this machine lacks, nothing else
+# ---- build ------------------------------------------------------------------------------------------------
+targets=(gpt)
+cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGPT_CUDA=ON -DGPT_MPI=OFF "-DCMAKE_CUDA_ARCHITECTURES=$arch")
+[[ -n $blas_root ]] && cmake_args+=("-DGPT_OPENBLAS_ROOT=$blas_root")
+if ((gtest_ok == 0)); then
+  [[ -n $gtest_dir ]] && cmake_args+=("-DGTest_DIR=$gtest_dir")
+  targets+=(test_cuda)
+else
+  cmake_args+=(-DGPT_TESTS=OFF)
+fi
+if [[ -n $blas_root ]]; then  # OpenBLAS's own runtime, only the libraries this machine lacks
+  export LD_LIBRARY_PATH="$blas_root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  rt="$root/$build/runtime_libs"
   rm -rf "$rt" && mkdir -p "$rt"
   for lib in libgfortran.so.5 libquadmath.so.0 libgomp.so.1; do
-    ldconfig -p 2>/dev/null | grep -q "$lib" || ln -s "$blas/lib/runtime/$lib" "$rt/$lib"
+    ldconfig -p 2>/dev/null | grep -q "$lib" || ln -s "$blas_root/lib/runtime/$lib" "$rt/$lib"
   done
   [[ -n $(ls -A "$rt") ]] && export LD_LIBRARY_PATH="$rt:$LD_LIBRARY_PATH"
 fi
-have_tests=1
-gtest="$root/third_party/local/gtest/usr/lib/x86_64-linux-gnu/cmake/GTest"
-if [[ -d $gtest ]]; then
-  cmake_args+=("-DGTest_DIR=$gtest")
-elif ! ls /usr/include/gtest/gtest.h /usr/local/include/gtest/gtest.h >/dev/null 2>&1; then
-  have_tests=0
-  cmake_args+=(-DGPT_TESTS=OFF)
+build_start=$(date +%s)
+build_cap=$(until_end build)
+build_ok=0
+if ((blas_ok != 0)); then
+  record build failed "" 0 1 "OpenBLAS $blas_note"
+else
+  if run configure "$build_cap" cmake -S . -B "$build" "${cmake_args[@]}"; then
+    run compile "$(until_end build)" ninja -C "$build" -j "$(nproc)" "${targets[@]}"
+  fi
+  note="targets: ${targets[*]}"
+  ((gtest_ok != 0)) && note+=" (no test_cuda: GoogleTest $gtest_note)"
+  record build "$(status_of $run_rc)" "$run_rc" "$(($(date +%s) - build_start))" 1 "$note"
+  ((run_rc == 0)) && build_ok=1
+fi
+if [[ -n $warm_pid ]]; then  # the twin tests compare driver and ledger memory: nothing else on the GPU
+  wait "$warm_pid"
+  warm_rc=$?
+  warm=$(last_json "$work/compile_warm.out")
+  cat "$work/compile_warm.out" >>"$log"
+  save_result compile_warm "$warm"
+  record compile_warm "$([[ $warm == *'"warm": true'* ]] && echo ok || echo failed)" "$warm_rc" \
+    "$(($(date +%s) - build_start))" 0 "${warm:-no result: $(tail -n 1 "$work/compile_warm.out")}"
+fi
+gpt_bin="$build/gpt"
+have_gpt=0
+((build_ok)) && [[ -x $gpt_bin ]] && have_gpt=1  # never a binary left from an earlier run
+
+# ---- 1. twin tests ----------------------------------------------------------------------------------------
+if ((gtest_ok != 0)); then
+  record twins failed "" 0 1 "not run: GoogleTest $gtest_note"
+elif ((!build_ok)) || [[ ! -x $build/tests/test_cuda ]]; then
+  record twins failed "" 0 1 "not run: test_cuda was not built (see build)"
+else
+  run twins "$(until_end twins)" "$build/tests/test_cuda"
+  g=$(report gtest "$work/twins.out" 2>>"$log")
+  save_result twins "$g"
+  gstatus=$(status_of $run_rc)
+  [[ $g == *'"clean": true'* ]] || { [[ $gstatus == ok ]] && gstatus=failed; }
+  record twins "$gstatus" "$run_rc" "$run_secs" 1 "$(report gtest-line "$work/results/twins.json" 2>/dev/null || echo "$g")"
 fi
 
-# ---- configure and build ---------------------------------------------------------------------------------
-note="" run configure 120 cmake -S . -B "$build" "${cmake_args[@]}"
-targets=(gpt)
-((have_tests)) && targets+=(test_cuda test_ops)
-note="targets: ${targets[*]}" run build 300 ninja -C "$build" -j "$(nproc)" "${targets[@]}"
+# ---- 2. correctness against PyTorch -------------------------------------------------------------------------
+if ((py_ok != 0)); then
+  record correctness failed "" 0 1 "not run: $py_note"
+elif ((!have_gpt)); then
+  record correctness failed "" 0 1 "not run: gpt was not built"
+else
+  run correctness "$(until_end correctness)" env PYTHONUNBUFFERED=1 "$PY" scripts/gpu_correctness.py --gpt "$gpt_bin" \
+    --device cuda --workdir "$work/correctness" --json "$out_dir/correctness.json" --timeout 45
+  cp "$work/correctness/gpu_correctness.log" "$out_dir/correctness_gpt.log" 2>/dev/null
+  [[ -f $out_dir/correctness.json ]] && cp "$out_dir/correctness.json" "$work/results/correctness.json"
+  note=$(grep -E '^gpu_correctness: (PASS|FAIL)' "$work/correctness.out" | tail -n 1)
+  [[ -n $note ]] || note=$(tail -n 1 "$work/correctness.out")
+  note+=$(grep -E '^ +\[FAIL\]' "$work/correctness.out" | head -n 3 | tr -s ' ' | tr '\n' ';')
+  record correctness "$(status_of $run_rc)" "$run_rc" "$run_secs" 1 "$note"
+fi
 
-# ---- tests -----------------------------------------------------------------------------------------------
-for t in test_cuda test_ops; do
-  if ((!have_tests)); then
-    skip "$t" "no GoogleTest on this machine (run scripts/fetch_openblas.sh and carry third_party/local)"
-  elif [[ ! -x $build/tests/$t ]]; then
-    skip "$t" "not built"
-  else
-    run "$t" 150 "$build/tests/$t"
-    add_result "$t" "$(gtest_counts "$t")"
+# ---- 3. speed: gpt bench per attention path, memplan vs the bench's peak, then the PyTorch peer ---------------
+paths=(simple)
+if ((have_gpt)); then
+  p=$("$gpt_bin" train --help 2>/dev/null | grep -oE -- '--attention [a-z0-9_]+(\|[a-z0-9_]+)+' | head -n 1 | cut -d' ' -f2)
+  [[ -n $p ]] && IFS='|' read -r -a paths <<<"$p"
+fi
+bench_end=$(planned_end bench)
+bench_B=16
+for p in "${paths[@]}"; do
+  name="bench_$p"
+  if ((!have_gpt)); then record "$name" failed "" 0 1 "not run: gpt was not built"; continue; fi
+  limit=$((bench_end - $(date +%s)))
+  ((limit > 30)) && limit=30
+  if ((limit < 5)); then record "$name" no-time "" 0 1 "the bench stage's time was used up"; continue; fi
+  run "$name" "$limit" "$gpt_bin" bench --device cuda --config d12 -B "$bench_B" -T 1024 --steps 20 --attention "$p" --json
+  note="d12 B$bench_B T1024"
+  if ((run_rc != 0)) && grep -qiE 'out of memory|does not fit|exceeds' "$work/$name.out" && ((bench_B > 1)); then
+    bench_B=$((bench_B / 2))  # the largest B that fits
+    run "$name" "$limit" "$gpt_bin" bench --device cuda --config d12 -B "$bench_B" -T 1024 --steps 20 --attention "$p" --json
+    note="d12 B$bench_B T1024 (B16 did not fit)"
+  fi
+  b=$(last_json "$work/$name.out")
+  save_result "$name" "$b"
+  record "$name" "$(status_of $run_rc)" "$run_rc" "$run_secs" 1 "$note ${b:-no JSON: $(tail -n 1 "$work/$name.out")}"
+  if [[ -n $b ]]; then
+    "$gpt_bin" memplan --device cuda --config d12 -B "$bench_B" -T 1024 --attention "$p" --json >"$work/memplan_$p.out" 2>&1
+    cat "$work/memplan_$p.out" >>"$log"
+    m=$(report peak "$work/memplan_$p.out" "$work/results/$name.json" 2>&1)
+    mrc=$?
+    save_result "memplan_$p" "$(report peak --json "$work/memplan_$p.out" "$work/results/$name.json" 2>/dev/null)"
+    record "memplan_$p" "$( ((mrc == 0)) && echo ok || echo failed)" "$mrc" 0 1 "$m"
   fi
 done
 
-# ---- benchmarks ------------------------------------------------------------------------------------------
-bench() {  # name, then gpt bench flags
-  local name=$1
-  shift
-  if [[ ! -x $build/gpt ]] || ! "$build/gpt" bench --help >/dev/null 2>&1; then
-    skip "$name" "build/gpt has no working 'bench' subcommand"
-    return
-  fi
-  note="$*" run "$name" 150 "$build/gpt" bench --device cuda "$@" --json
-  add_result "$name" "$(last_json "$name")"
-}
-bench bench_d12 --config d12 -B 16 -T 1024 --steps 20
-bench bench_d12_fused --config d12 -B 16 -T 1024 --steps 20 --attention fused
-bench bench_d48_recompute --config d48 -B 4 -T 1024 --recompute full
-bench bench_d48_offload --config d48 -B 4 -T 1024 --recompute full --offload optimizer
-
-if python3 scripts/bench_pytorch.py --help 2>/dev/null | grep -q -- '--device'; then
-  run bench_pytorch 150 env PYTHONUNBUFFERED=1 python3 scripts/bench_pytorch.py --device cuda --config d12 -B 16 \
-    -T 1024 --json
-  add_result bench_pytorch "$(last_json bench_pytorch)"
+if ((py_ok != 0)); then
+  record torch_peer failed "" 0 0 "not run: $py_note"
 else
-  skip bench_pytorch "scripts/bench_pytorch.py has no --device flag yet"
+  compile=off
+  [[ $(cat "$work/results/compile_warm.json" 2>/dev/null) == *'"warm": true'* ]] && compile=on
+  run torch_peer "$(until_end torch_peer)" env PYTHONUNBUFFERED=1 "$PY" scripts/bench_pytorch.py "${peer_args[@]}" \
+    --steps 20 --warmup 3 --compile "$compile" --compile-timeout 45 --json
+  t=$(last_json "$work/torch_peer.out")
+  save_result torch_peer "$t"
+  record torch_peer "$(status_of $run_rc)" "$run_rc" "$run_secs" 0 "compile $compile (warm-up: $(cut -c1-120 "$work/results/compile_warm.json" 2>/dev/null || echo none)) ${t:0:200}"
 fi
 
-# ---- memory checker over the twin tests, with the time that is left -----------------------------------------
-if ((have_tests)) && command -v compute-sanitizer >/dev/null && [[ -x $build/tests/test_cuda ]]; then
-  note="memcheck" run sanitize 240 compute-sanitizer --tool memcheck --error-exitcode 3 "$build/tests/test_cuda" \
-    --gtest_filter='CudaTwin.*:-CudaTwin.AccumulateF32IsExact'
+# ---- 4. racecheck on the attention twin tests -----------------------------------------------------------------
+if ((gtest_ok != 0)) || ((!build_ok)) || [[ ! -x $build/tests/test_cuda ]]; then
+  record racecheck failed "" 0 1 "not run: test_cuda was not built (GoogleTest $gtest_note)"
+elif [[ -z $sanitizer ]]; then
+  record racecheck failed "" 0 1 "not run: compute-sanitizer is not on this machine (PATH, /usr/local/cuda/bin)"
 else
-  skip sanitize "compute-sanitizer or test_cuda missing"
+  run racecheck "$(until_end racecheck)" "$sanitizer" --tool racecheck --error-exitcode 3 --print-limit 50 \
+    "$build/tests/test_cuda" --gtest_filter='*Attention*'
+  r=$(report racecheck "$work/racecheck.out" "$run_rc" 2>>"$log")
+  save_result racecheck "$r"
+  rs=$(report field "$work/results/racecheck.json" status)
+  record racecheck "${rs:-failed}" "$run_rc" "$run_secs" 1 "$(report field "$work/results/racecheck.json" note)"
 fi
 
-# ---- summary ---------------------------------------------------------------------------------------------
+# ---- 5. with time left: d48 ---------------------------------------------------------------------------------
+for lever in "recompute" "offload"; do
+  name="bench_d48_$lever"
+  extra=(--recompute full)
+  [[ $lever == offload ]] && extra+=(--offload optimizer)
+  if ((!have_gpt)); then record "$name" skipped "" 0 0 "gpt was not built"; continue; fi
+  if (($(left) < 40)); then record "$name" skipped "" 0 0 "only $(left) s of the ${budget} s budget left"; continue; fi
+  run "$name" $(($(left) - 5)) "$gpt_bin" bench --device cuda --config d48 -B 4 -T 1024 --steps 5 "${extra[@]}" --json
+  b=$(last_json "$work/$name.out")
+  save_result "$name" "$b"
+  record "$name" "$(status_of $run_rc)" "$run_rc" "$run_secs" 0 "${b:-no JSON: $(tail -n 1 "$work/$name.out")}"
+done
+
+# ---- verdict ----------------------------------------------------------------------------------------------
 elapsed=$(($(date +%s) - t_start))
-{
-  printf '{\n  "gpu": %s,\n  "budget_s": %s,\n  "elapsed_s": %s,\n  "stages": [\n' "$(json_str "$gpu_name")" \
-    "$budget" "$elapsed"
-  for i in "${!stages[@]}"; do printf '    %s%s\n' "${stages[$i]}" "$([[ $i -lt $((${#stages[@]} - 1)) ]] && echo ,)"; done
-  printf '  ],\n  "results": {\n'
-  for i in "${!results[@]}"; do printf '    %s%s\n' "${results[$i]}" "$([[ $i -lt $((${#results[@]} - 1)) ]] && echo ,)"; done
-  printf '  }\n}\n'
-} >"$json"
-echo "gpu_check: ${elapsed} s; log $log; summary $json"
-failed=$(printf '%s\n' "${stages[@]}" | grep -c '"status": "\(failed\|timeout\)"' || true)
+failed=$(awk -F'\t' '$5 == 1 && $2 != "ok" && $2 != "skipped"' "$stages_tsv" | wc -l)
+if [[ -n $PY ]] && verdict=$(report summary --stages "$stages_tsv" --results "$work/results" --out "$out_dir/gpu_check.json" \
+  --gpu "$gpu_name" --budget "$budget" --elapsed "$elapsed" 2>>"$log"); then
+  :
+else  # no python: the stages alone
+  verdict="gpu_check: $( ((failed == 0)) && echo PASS || echo FAIL) (no python for the summary; see gpu_check.log)"
+  { printf '{"gpu": "%s", "elapsed_s": %s, "stages": [' "$gpu_name" "$elapsed"
+    awk -F'\t' '{printf "%s{\"name\": \"%s\", \"status\": \"%s\"}", NR > 1 ? ", " : "", $1, $2}' "$stages_tsv"
+    printf ']}\n'; } >"$out_dir/gpu_check.json"
+fi
+echo "$verdict" | tee -a "$log"
+echo "gpu_check: ${elapsed} s; log $log; summary $out_dir/gpu_check.json"
 ((failed == 0))
