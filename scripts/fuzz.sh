@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses of tests/fuzz (one per file reader: token shards, model files,
-# checkpoints, GPT-2 vocabulary files, and the tokenizer round trip) with clang, ASan and UBSan, and runs
-# each for a fixed time on a scratch copy of its committed seed corpus (tests/fuzz/corpus/<harness>).
+# checkpoints, GPT-2 vocabulary files, safetensors with the GPT-2 import, and the tokenizer round trip)
+# with clang, ASan and UBSan, and runs each for a fixed time on a scratch copy of its committed seed
+# corpus (tests/fuzz/corpus/<harness>).
 # The harnesses compile only the project sources they need, straight from src/, into build-fuzz/ (a
 # generated build.ninja tracks header dependencies), so the fuzz build never touches the CMake builds.
 #
@@ -24,7 +25,7 @@ ROOT=$PWD
 BUILD=${FUZZ_BUILD_DIR:-$ROOT/build-fuzz}
 SECONDS_PER=${FUZZ_SECONDS:-30}
 UPDATE=0
-ALL=(fuzz_data_shard fuzz_model_file fuzz_checkpoint fuzz_tokenizer_files fuzz_tokenizer_roundtrip)
+ALL=(fuzz_data_shard fuzz_model_file fuzz_checkpoint fuzz_tokenizer_files fuzz_tokenizer_roundtrip fuzz_safetensors)
 SELECTED=()
 
 for arg in "$@"; do
@@ -87,6 +88,8 @@ declare -A SOURCES=(
   [fuzz_checkpoint]="src/train/checkpoint.cpp src/io/atomic_file.cpp $MODEL"
   [fuzz_tokenizer_files]="$IO_TOKENIZER"
   [fuzz_tokenizer_roundtrip]="$IO_TOKENIZER"
+  [fuzz_safetensors]="src/io/safetensors.cpp src/io/hf_gpt2.cpp src/io/json_min.cpp src/io/unicode_tables.cpp
+                      src/io/atomic_file.cpp $MODEL"
 )
 LDFLAGS=""
 EXTRA_INCLUDES=""

@@ -4,11 +4,12 @@
 Each harness gets a few small valid inputs (so the fuzzer starts past the format checks) and a few
 near-valid ones (one field wrong). The files are built here from the format descriptions in the
 readers' headers (llm.c shard and model headers, the sharded checkpoint layout, GPT-2's byte-to-unicode
-map), with the standard library only; the input layouts (parameter bytes, the
+map, the safetensors header and Hugging Face's GPT-2 tensor names), with the standard library only; the input layouts (parameter bytes, the
 "@@FILE@@" separator, mode bytes) are the ones documented at the top of each tests/fuzz/*.cpp.
 
 Usage: scripts/make_fuzz_seeds.py [OUT_DIR]   (default: tests/fuzz/corpus next to this script)
 """
+import json
 import os
 import struct
 import sys
@@ -201,6 +202,92 @@ def roundtrip_seeds(out):
         write(out, h, name, data)
 
 
+# --- safetensors (Hugging Face GPT-2) ---------------------------------------------------------------
+def safetensors_file(tensors, metadata=None, pad=True, overrides=None, copies=None):
+    """tensors: list of (name, dtype, shape); element k of the whole file's values is (k % 61 - 30) / 8.
+    overrides: name -> dict merged into that tensor's header entry (to break one field);
+    copies: name -> the name of an earlier tensor whose bytes it repeats (a tied lm_head)."""
+    sizes = {"F32": 4, "F16": 2, "BF16": 2, "I64": 8, "U8": 1, "BOOL": 1, "F64": 8}
+    header = {} if metadata is None else {"__metadata__": metadata}
+    data, k, spans = b"", 0, {}
+    for name, dtype, shape in tensors:
+        if name in (copies or {}):
+            b, e = spans[copies[name]]
+            spans[name] = (len(data), len(data) + e - b)
+            header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": list(spans[name])}
+            data += data[b:e]
+            continue
+        n = 1
+        for d in shape:
+            n *= d
+        begin = len(data)
+        for _ in range(n):
+            v = (k % 61 - 30) / 8.0  # exact in f16 and bf16
+            k += 1
+            if dtype == "F32":
+                data += struct.pack("<f", v)
+            elif dtype == "F16":
+                data += struct.pack("<e", v)
+            elif dtype == "BF16":
+                data += struct.pack("<f", v)[2:]
+            else:
+                data += bytes(sizes[dtype])
+        spans[name] = (begin, len(data))
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [begin, len(data)]}
+        header[name].update((overrides or {}).get(name, {}))
+    text = json.dumps(header, separators=(",", ":")).encode()
+    if pad:
+        text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def gpt2_tensors(L, C, maxT, V, dtype="F32", prefix="", buffers=False, lm_head=False):
+    """Hugging Face GPT-2 names and shapes (Conv1D weights [in, out])."""
+    t = [(prefix + "wte.weight", dtype, (V, C)), (prefix + "wpe.weight", dtype, (maxT, C))]
+    for i in range(L):
+        p = "%sh.%d." % (prefix, i)
+        t += [(p + "ln_1.weight", dtype, (C,)), (p + "ln_1.bias", dtype, (C,)),
+              (p + "attn.c_attn.weight", dtype, (C, 3 * C)), (p + "attn.c_attn.bias", dtype, (3 * C,)),
+              (p + "attn.c_proj.weight", dtype, (C, C)), (p + "attn.c_proj.bias", dtype, (C,)),
+              (p + "ln_2.weight", dtype, (C,)), (p + "ln_2.bias", dtype, (C,)),
+              (p + "mlp.c_fc.weight", dtype, (C, 4 * C)), (p + "mlp.c_fc.bias", dtype, (4 * C,)),
+              (p + "mlp.c_proj.weight", dtype, (4 * C, C)), (p + "mlp.c_proj.bias", dtype, (C,))]
+        if buffers:
+            t += [(p + "attn.bias", "F32", (1, 1, maxT, maxT)), (p + "attn.masked_bias", "F32", ())]
+    t += [(prefix + "ln_f.weight", dtype, (C,)), (prefix + "ln_f.bias", dtype, (C,))]
+    return t
+
+
+def safetensors_seeds(out):
+    h = "fuzz_safetensors"
+    heads = {"format": "pt", "n_head": "2"}
+    write(out, h, "valid_gpt2_f32", safetensors_file(gpt2_tensors(1, 4, 2, 3), heads))
+    write(out, h, "valid_gpt2_bf16_buffers", safetensors_file(gpt2_tensors(2, 2, 3, 5, "BF16", buffers=True),
+                                                              {"n_head": "1"}))
+    # GPT2LMHeadModel's state dict: prefix and a tied lm_head
+    tensors = gpt2_tensors(1, 2, 2, 3, "F16", prefix="transformer.") + [("lm_head.weight", "F16", (3, 2))]
+    data = safetensors_file(tensors, {"format": "pt", "num_attention_heads": "1"},
+                            copies={"lm_head.weight": "transformer.wte.weight"})
+    write(out, h, "valid_gpt2_f16_prefix", data)
+    write(out, h, "valid_generic_dtypes", safetensors_file(
+        [("ids", "I64", (3,)), ("mask", "BOOL", (2, 2)), ("x", "F64", ()), ("empty", "F32", (0, 7)),
+         ("u", "U8", (5,)), ("h", "F16", (3,))], {"note": "not a model"}, pad=False))
+    write(out, h, "empty_header", safetensors_file([], None))
+    write(out, h, "bad_overlap", safetensors_file([("a", "F32", (2,)), ("b", "F32", (2,))],
+                                                  overrides={"b": {"data_offsets": [4, 12]}}))
+    write(out, h, "bad_gap", safetensors_file([("a", "F32", (2,)), ("b", "F32", (1,))],
+                                              overrides={"b": {"data_offsets": [12, 16]}}))
+    write(out, h, "bad_dtype", safetensors_file([("a", "F32", (2,))], overrides={"a": {"dtype": "F128"}}))
+    write(out, h, "bad_shape", safetensors_file([("a", "F32", (2, 3))], overrides={"a": {"shape": [3, 3]}}))
+    cut = safetensors_file(gpt2_tensors(1, 4, 2, 3), heads)
+    write(out, h, "truncated", cut[: len(cut) // 2])
+    write(out, h, "missing_tensor", safetensors_file(gpt2_tensors(1, 4, 2, 3)[:-1], heads))
+    write(out, h, "inconsistent_layer", safetensors_file(gpt2_tensors(2, 4, 2, 3), heads,
+                                                         overrides={"h.1.mlp.c_fc.weight": {"shape": [8, 8]}}))
+    write(out, h, "untied_lm_head", safetensors_file(gpt2_tensors(1, 2, 2, 3) + [("lm_head.weight", "F32", (3, 2))],
+                                                     {"n_head": "1"}))
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "tests", "fuzz", "corpus")
@@ -209,6 +296,7 @@ def main():
     checkpoint_seeds(out)
     tokenizer_files_seeds(out)
     roundtrip_seeds(out)
+    safetensors_seeds(out)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ const char* kUsage =
     "  sample    generate text from a model file\n"
     "  tokenize  turn text into llm.c token shards (byte or GPT-2 BPE)\n"
     "  bench     time training steps: ms/step, tokens/s, MFU\n"
-    "  export    consolidate a sharded checkpoint into an llm.c model file\n"
+    "  export    a checkpoint or model file as an llm.c model file or Hugging Face safetensors\n"
+    "  import    Hugging Face GPT-2 weights (model.safetensors) into an llm.c model file\n"
     "  memplan   predict per-rank memory of a run (and ZeRO's Table 1) before launching it\n";
 
 }  // namespace
@@ -55,8 +56,9 @@ int main(int argc, char** argv) {
     else if (cmd == "sample") rc = gpt::cmd_sample(n, a, *world);
     else if (cmd == "tokenize") rc = gpt::cmd_tokenize(n, a, *world);
     else if (cmd == "export") rc = gpt::cmd_export(n, a, *world);
+    else if (cmd == "import") rc = gpt::cmd_import(n, a, *world);
     else if (cmd == "memplan") rc = gpt::cmd_memplan(n, a, *world);
-    else gpt::fail("unknown command '", cmd, "' (commands: train eval sample tokenize bench export memplan; see gpt --help)");
+    else gpt::fail("unknown command '", cmd, "' (commands: train eval sample tokenize bench export import memplan; see gpt --help)");
   } catch (const gpt::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     std::fflush(stderr);

@@ -1,6 +1,7 @@
-// `gpt eval`, `gpt sample`, `gpt tokenize` and `gpt export`: the commands that use a model or data file
-// without training.
+// `gpt eval`, `gpt sample`, `gpt tokenize` and `gpt export` (llm.c .bin or Hugging Face safetensors): the
+// commands that use a model or data file without training.
 #include <cstdio>
+#include <filesystem>
 
 #include "src/cli/commands.h"
 #include "src/cli/flags.h"
@@ -8,6 +9,7 @@
 #include "src/util/paths.h"
 #include "src/fsdp/engine.h"
 #include "src/io/data_loader.h"
+#include "src/io/hf_gpt2.h"
 #include "src/io/model_file.h"
 #include "src/io/prepare.h"
 #include "src/io/tokenizer.h"
@@ -124,21 +126,44 @@ int cmd_tokenize(int argc, char** argv, Communicator& world) {
 int cmd_export(int argc, char** argv, Communicator& world) {
   Flags f("export", argc, argv, {});
   if (f.help()) {
-    std::printf("usage: gpt export --from RUN_DIR|CKPT_DIR --out MODEL.bin\n"
-                "Consolidates a sharded checkpoint (any world size) into an llm.c model file (version 3, fp32).\n");
+    std::printf("usage: gpt export --from RUN_DIR|CKPT_DIR|MODEL.bin --out FILE [--format bin|safetensors]\n"
+                "Consolidates a sharded checkpoint (any world size), or converts a model file, into:\n"
+                "  bin          an llm.c model file (version 3, fp32; the default)\n"
+                "  safetensors  Hugging Face GPT-2 weights that transformers' GPT2LMHeadModel loads: names without\n"
+                "               the 'transformer.' prefix, Conv1D [in, out] weights, the V real rows of wte, F32,\n"
+                "               __metadata__ {\"format\": \"pt\", \"n_head\": NH} (gpt import reads them back)\n");
     return 0;
   }
   std::string from = f.required("--from");
   const std::string out = f.required("--out");
+  const std::string format = f.str("--format", "bin");
   f.finish();
-  std::string ckpt = find_latest_checkpoint(from);
-  if (ckpt.empty()) ckpt = from;  // maybe a checkpoint directory itself
-  ConsolidatedModel m = consolidate_checkpoint(ckpt);
-  Layout layout(m.config);
+  GPT_CHECK(format == "bin" || format == "safetensors", "gpt export: --format must be bin or safetensors, got '",
+            format, "'");
+  GPTConfig config;
+  std::vector<std::vector<float>> units;
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(from, ec)) {  // an llm.c model file
+    ModelWeights w = load_model_file(from);
+    config = w.config;
+    units = std::move(w.units);
+  } else {
+    std::string ckpt = find_latest_checkpoint(from);
+    if (ckpt.empty()) ckpt = from;  // maybe a checkpoint directory itself
+    ConsolidatedModel m = consolidate_checkpoint(ckpt);
+    from = ckpt;
+    config = m.config;
+    units = std::move(m.units);
+  }
+  Layout layout(config);
   std::vector<const float*> ptrs;
-  for (auto& u : m.units) ptrs.push_back(u.data());
-  save_model_file(out, layout, ptrs);
-  log_rank0(world, "exported ", ckpt, " -> ", out, " (", m.config.describe(), ")");
+  for (auto& u : units) ptrs.push_back(u.data());
+  if (format == "bin") {
+    save_model_file(out, layout, ptrs);
+  } else {
+    save_hf_gpt2(out, layout, ptrs);
+  }
+  log_rank0(world, "exported ", from, " -> ", out, " (", format, ", ", config.describe(), ")");
   return 0;
 }
 

@@ -11,6 +11,7 @@ int cmd_eval(int argc, char** argv, Communicator& world);
 int cmd_sample(int argc, char** argv, Communicator& world);
 int cmd_tokenize(int argc, char** argv, Communicator& world);
 int cmd_export(int argc, char** argv, Communicator& world);
+int cmd_import(int argc, char** argv, Communicator& world);
 int cmd_memplan(int argc, char** argv, Communicator& world);
 
 }  // namespace gpt

@@ -1,12 +1,18 @@
-// Strict recursive-descent reader for a flat JSON object of integers (see json_min.h). Hand-written
-// because the project needs exactly this and nothing more; every failure names the byte offset.
+// Strict recursive-descent reader for a flat JSON object of integers and for any JSON value (see
+// json_min.h). Hand-written because the project needs exactly this and nothing more; every failure names
+// the byte offset. Nesting is bounded (kMaxDepth) so hostile input cannot exhaust the stack.
 #include "src/io/json_min.h"
+
+#include <cstdint>
+#include <string>
 
 #include "src/core/check.h"
 #include "src/io/unicode_tables.h"
 
 namespace gpt {
 namespace {
+
+constexpr int kMaxDepth = 64;
 
 class Reader {
  public:
@@ -42,7 +48,97 @@ class Reader {
     return out;
   }
 
+  JsonValue document() {
+    skip_ws();
+    JsonValue v = value(0);
+    skip_ws();
+    if (i_ != s_.size()) error("end of input after the JSON value");
+    return v;
+  }
+
  private:
+  // One value of any kind; i_ is at its first byte (whitespace skipped).
+  JsonValue value(int depth) {
+    JsonValue v;
+    v.offset = i_;
+    const int c = peek();
+    if (c == '{' || c == '[') {
+      if (depth >= kMaxDepth) error("at most 64 levels of nested arrays and objects");
+      ++i_;
+      skip_ws();
+      const char close = c == '{' ? '}' : ']';
+      v.kind = c == '{' ? JsonValue::Kind::object : JsonValue::Kind::array;
+      if (peek() == close) {
+        ++i_;
+        return v;
+      }
+      while (true) {
+        skip_ws();
+        if (c == '{') {
+          if (peek() != '"') error("a string key");
+          std::string key = string();
+          skip_ws();
+          expect(':', "':' after the key");
+          skip_ws();
+          v.members.emplace_back(std::move(key), value(depth + 1));
+        } else {
+          v.items.push_back(value(depth + 1));
+        }
+        skip_ws();
+        if (peek() == ',') {
+          ++i_;
+          continue;
+        }
+        expect(close, c == '{' ? "',' or '}' after a value" : "',' or ']' after a value");
+        return v;
+      }
+    }
+    if (c == '"') {
+      v.kind = JsonValue::Kind::string;
+      v.text = string();
+      return v;
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+      v.kind = JsonValue::Kind::number;
+      v.text = number();
+      return v;
+    }
+    for (const char* word : {"true", "false", "null"}) {
+      const size_t n = std::char_traits<char>::length(word);
+      if (s_.substr(i_, n) == word) {
+        i_ += n;
+        v.kind = word[0] == 'n' ? JsonValue::Kind::null : JsonValue::Kind::boolean;
+        v.boolean = word[0] == 't';
+        return v;
+      }
+    }
+    error("a JSON value (object, array, string, number, true, false or null)");
+  }
+
+  // A number literal as JSON defines it: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+  std::string number() {
+    const size_t start = i_;
+    if (peek() == '-') ++i_;
+    if (peek() == '0') {
+      ++i_;
+    } else {
+      if (peek() < '1' || peek() > '9') error("a digit");
+      while (peek() >= '0' && peek() <= '9') ++i_;
+    }
+    if (peek() == '.') {
+      ++i_;
+      if (peek() < '0' || peek() > '9') error("a digit after the decimal point");
+      while (peek() >= '0' && peek() <= '9') ++i_;
+    }
+    if (peek() == 'e' || peek() == 'E') {
+      ++i_;
+      if (peek() == '+' || peek() == '-') ++i_;
+      if (peek() < '0' || peek() > '9') error("a digit in the exponent");
+      while (peek() >= '0' && peek() <= '9') ++i_;
+    }
+    return std::string(s_.substr(start, i_ - start));
+  }
+
   [[noreturn]] void error(const char* expected) const {
     if (i_ >= s_.size()) fail(source_, ": byte ", i_, ": unexpected end of input, expected ", expected);
     fail(source_, ": byte ", i_, ": expected ", expected);
@@ -185,6 +281,33 @@ class Reader {
 std::vector<std::pair<std::string, int32_t>> parse_json_int_object(std::string_view json,
                                                                    const std::string& source) {
   return Reader(json, source).object();
+}
+
+JsonValue parse_json(std::string_view json, const std::string& source) { return Reader(json, source).document(); }
+
+const char* JsonValue::kind_name() const {
+  switch (kind) {
+    case Kind::null: return "null";
+    case Kind::boolean: return "a boolean";
+    case Kind::number: return "a number";
+    case Kind::string: return "a string";
+    case Kind::array: return "an array";
+    case Kind::object: return "an object";
+  }
+  return "?";
+}
+
+bool JsonValue::as_u64(uint64_t* out) const {
+  if (kind != Kind::number || text.empty() || text.size() > 20) return false;
+  uint64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;  // a sign, fraction or exponent
+    const uint64_t d = (uint64_t)(c - '0');
+    if (v > (UINT64_MAX - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
 }
 
 }  // namespace gpt
