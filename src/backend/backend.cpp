@@ -47,13 +47,6 @@ void check_fused_attention_backend(const std::string& backend) {
   GPT_CHECK(backend == "cuda", "--attention fused: the ", backend, " backend has only the simple path (use --device cuda)");
 }
 
-void check_fused_attention_heads(int C, int NH) {
-  GPT_CHECK(NH > 0 && C % NH == 0, "--attention fused: channels ", C, " not divisible by heads ", NH);
-  const int hs = C / NH;
-  GPT_CHECK(hs == 32 || hs == 64, "--attention fused: supports head sizes 32 and 64, this model has ", hs,
-            " (use --attention simple)");
-}
-
 void Backend::set_fused_attention(bool fused) {
   if (fused) check_fused_attention_backend(name());
 }

@@ -17,21 +17,12 @@
 #include <memory>
 #include <string>
 
+#include "kernels/adamw_params.h"
+#include "kernels/attention_rules.h"
 #include "src/backend/ledger.h"
 #include "src/core/dtype.h"
 
 namespace gpt {
-
-// AdamW hyperparameters for one update of one contiguous segment.
-struct AdamWParams {
-  float lr = 3e-4f;
-  float beta1 = 0.9f;
-  float beta2 = 0.95f;
-  float eps = 1e-8f;
-  float weight_decay = 0.0f;  // already resolved per segment: 0 for biases, gains and embeddings' peers
-  float grad_scale = 1.0f;    // multiplies the gradient first (global-norm clipping folds in here)
-  int step = 1;               // 1-based, for bias correction
-};
 
 class Backend {
  public:
@@ -158,11 +149,10 @@ class Backend {
   MemoryLedger ledger_;
 };
 
-// The rules of --attention fused, in one place for the backends and the planner: the backend must have the
-// path (cuda), and the model's head size must be one the kernels have (32 or 64). Each throws the flag's
-// one-line error.
+// The rules of --attention fused, for the backends and the planner: the backend must have the path (cuda;
+// this check), and the model's head size must be one the kernels have (check_fused_attention_heads, in
+// kernels/attention_rules.h). Each throws the flag's one-line error.
 void check_fused_attention_backend(const std::string& backend);
-void check_fused_attention_heads(int C, int NH);
 
 // "cpu" or "cuda". Throws gpt::Error naming the device when it is unknown, not built, or absent.
 std::unique_ptr<Backend> make_backend(const std::string& device);

@@ -31,7 +31,7 @@
 #include <utility>
 
 #include "src/backend/cuda/cuda_backend.h"
-#include "kernels/cuda/common.cuh"
+#include "src/core/cuda_check.h"
 #include "src/dist/collective_check.h"
 #include "src/dist/comm_nccl.h"
 #include "src/dist/comm_volume.h"
