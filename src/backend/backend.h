@@ -19,6 +19,7 @@
 
 #include "kernels/adamw_params.h"
 #include "kernels/attention_rules.h"
+#include "src/backend/device_info.h"
 #include "src/backend/ledger.h"
 #include "src/core/dtype.h"
 
@@ -27,7 +28,8 @@ namespace gpt {
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual std::string name() const = 0;
+  virtual std::string name() const = 0;  // for messages; decisions ask kind()
+  virtual DeviceKind kind() const = 0;
   virtual DType compute_dtype() const = 0;
   size_t compute_size() const { return dtype_size(compute_dtype()); }
 
@@ -154,7 +156,13 @@ class Backend {
 // kernels/attention_rules.h). Each throws the flag's one-line error.
 void check_fused_attention_backend(const std::string& backend);
 
-// "cpu" or "cuda". Throws gpt::Error naming the device when it is unknown, not built, or absent.
+// "cpu" or "cuda" -> the kind. Throws the --device error for anything else.
+DeviceKind parse_device_kind(const std::string& device);
+// The backend of `kind`. cuda runs on GPU local_rank % (GPUs visible): the caller passes its node-local
+// rank (Communicator::local_rank) so that the ranks of one node spread over its GPUs. Throws gpt::Error
+// naming the device when it is not built or absent.
+std::unique_ptr<Backend> make_backend(DeviceKind kind, int local_rank);
+// By name, on local rank 0 (tests and one-process tools): make_backend(parse_device_kind(device), 0).
 std::unique_ptr<Backend> make_backend(const std::string& device);
 // True when this build has the CUDA backend and a GPU is visible.
 bool cuda_available();

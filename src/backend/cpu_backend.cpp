@@ -24,6 +24,7 @@ class CpuBackend final : public Backend {
  public:
   ~CpuBackend() override = default;
   std::string name() const override { return "cpu"; }
+  DeviceKind kind() const override { return DeviceKind::cpu; }
   DType compute_dtype() const override { return DType::F32; }
 
   void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }

@@ -30,7 +30,7 @@ Trainer::Trainer(const TrainOptions& opt, Communicator& world) : opt_(opt), worl
 
   std::string device = opt_.device == "auto" ? (cuda_available() ? "cuda" : "cpu") : opt_.device;
   collective_check(world, "backend", [&] {
-    be_ = make_backend(device);
+    be_ = make_backend(parse_device_kind(device), world.local_rank());  // cuda: GPU local_rank % count
     be_->set_fused_attention(opt_.attention == "fused");
   });
   model_ = std::make_unique<GPT>(*be_, cfg, opt_.recompute);

@@ -1,4 +1,4 @@
-// The backend factory and the CPU backend's memory: names, dtype, unknown devices rejected, ledger
+// The backend factory and the CPU backend's memory: names, kinds, dtype, unknown devices rejected, ledger
 // bookkeeping per category and domain, alignment, and the plain copies.
 #include <cstring>
 
@@ -15,6 +15,19 @@ TEST(Backend, FactoryMakesCpuAndRejectsUnknownDevices) {
   EXPECT_EQ(be->compute_size(), 4u);
   EXPECT_THROW(make_backend("tpu"), gpt::Error);
   EXPECT_THROW(make_backend(""), gpt::Error);
+}
+
+TEST(Backend, KindsByNameAndByLocalRank) {
+  auto be = make_backend(DeviceKind::cpu, 3);  // the local rank picks a GPU; the cpu backend has one device
+  ASSERT_TRUE(be);
+  EXPECT_EQ(be->kind(), DeviceKind::cpu);
+  EXPECT_EQ(make_backend("cpu")->kind(), DeviceKind::cpu);
+  EXPECT_STREQ(device_kind_name(DeviceKind::cpu), "cpu");
+  EXPECT_STREQ(device_kind_name(DeviceKind::cuda), "cuda");
+  EXPECT_EQ(parse_device_kind("cpu"), DeviceKind::cpu);
+  EXPECT_EQ(parse_device_kind("cuda"), DeviceKind::cuda);
+  EXPECT_THROW(parse_device_kind("auto"), gpt::Error);  // "auto" is resolved above the backend
+  EXPECT_THROW(make_backend(DeviceKind::cpu, -1), gpt::Error);
 }
 
 TEST(Backend, LedgerCountsByCategoryAndDomain) {

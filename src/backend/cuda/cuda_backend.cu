@@ -10,10 +10,10 @@
 // Memory cross-check: the device bytes in use as the driver sees them (cudaMemGetInfo) are recorded at
 // construction, so cuda_memory_check can set the ledger against what the process has allocated since.
 //
-// Device choice: under mpirun (OMPI_COMM_WORLD_LOCAL_RANK set) rank r uses GPU r % count; otherwise the
-// current device. cuda_backend.h exposes the compute stream and that device to the NCCL communicator.
+// Device choice: the caller passes its node-local rank (make_backend(DeviceKind::cuda, local_rank), from
+// Communicator::local_rank, whatever the launcher), and local rank r uses GPU r % count. cuda_backend.h
+// exposes the compute stream and that device to the NCCL communicator.
 #include <algorithm>
-#include <cstdlib>
 #include <memory>
 
 #include "src/backend/backend.h"
@@ -43,19 +43,17 @@ __global__ void bf16_to_f32_kernel(float* dst, const bf16* src, size_t n) {
 bf16* H(void* p) { return static_cast<bf16*>(p); }
 const bf16* H(const void* p) { return static_cast<const bf16*>(p); }
 
-int pick_device() {
+// The GPU of node-local rank `local_rank`: GPU local_rank % count.
+int pick_device(int local_rank) {
   int count = 0;
   CUDA_CHECK(cudaGetDeviceCount(&count));
   GPT_CHECK(count > 0, "--device cuda: no CUDA GPU is visible (use --device cpu)");
-  if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) return std::atoi(local) % count;
-  int dev = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  return dev;
+  return local_rank % count;
 }
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend() : device_(pick_device()) {
+  explicit CudaBackend(int local_rank) : device_(pick_device(local_rank)) {
     CUDA_CHECK(cudaSetDevice(device_));
     CUDA_CHECK(cudaStreamCreate(&stream_));
     copy_stream_ = std::make_unique<cuda::CopyStream>();
@@ -75,6 +73,7 @@ class CudaBackend final : public Backend {
   }
 
   std::string name() const override { return "cuda"; }
+  DeviceKind kind() const override { return DeviceKind::cuda; }
   cudaStream_t stream() const { return stream_; }
   int device() const { return device_; }
   DType compute_dtype() const override { return DType::BF16; }
@@ -334,7 +333,7 @@ bool cuda_device_visible() {
   return count > 0;
 }
 
-std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<CudaBackend>(); }
+std::unique_ptr<Backend> make_cuda_backend(int local_rank) { return std::make_unique<CudaBackend>(local_rank); }
 
 namespace {
 CudaBackend& as_cuda(Backend& backend, const char* what) {
