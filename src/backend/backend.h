@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "kernels/adamw_params.h"
@@ -41,6 +42,12 @@ class Backend {
   void free(void* p);       // device-domain pointer from alloc()
   void free_host(void* p);  // host-domain pointer from alloc_host()
   MemoryLedger& ledger() { return ledger_; }
+  const MemoryLedger& ledger() const { return ledger_; }
+  // The ledger's device total against the driver's count (cuda); empty where there is no driver (cpu).
+  virtual std::optional<DriverMemory> driver_memory() const { return std::nullopt; }
+  // The device's peak FLOP/s for MFU: cpu measures an sgemm (about 0.25 s, once per backend), cuda names
+  // the GPU's dense bf16 peak (src/backend/peak_flops.h).
+  virtual PeakFlops peak_flops() const = 0;
   // Reserves the scratch that ops with temporaries need for the largest shapes a model runs (attention at
   // B, T, C, NH; layernorm backward over B*T rows of C; the bias gradient of a matmul with up to max_bias_oc
   // output channels), tagged workspace, so no step allocates. Afterwards an op that needs more fails with

@@ -150,7 +150,7 @@ int cmd_bench(int argc, char** argv, Communicator& world) {
     return 0;
   }
   BenchResult r = bench_once(o, world);
-  const std::string dev = o.device == "auto" ? (cuda_available() ? "cuda" : "cpu") : o.device;
+  const std::string dev = device_kind_name(resolve_device(o.device));
   if (json) {
     log_rank0(world, "{\"config\": \"", o.config_name, "\", \"params\": ", o.model.num_params(), ", \"B\": ", o.B,
               ", \"T\": ", o.T, ", \"ranks\": ", world.world(), ", \"device\": \"", dev, "\", \"recompute\": \"",

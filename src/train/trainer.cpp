@@ -7,9 +7,6 @@
 
 #include "src/core/check.h"
 #include "src/dist/collective_check.h"
-#ifdef GPT_WITH_NCCL
-#include "src/dist/comm_nccl.h"
-#endif
 #include "src/io/model_file.h"
 #include "src/train/config_hash.h"
 #include "src/util/log.h"
@@ -28,22 +25,9 @@ Trainer::Trainer(const TrainOptions& opt, Communicator& world) : opt_(opt), worl
   accum_ = (int)(opt_.total_batch / micro_tokens);
   collective_check(world, "start-up", [&] { check_same_config_on_all_ranks(world, opt_); });
 
-  std::string device = opt_.device == "auto" ? (cuda_available() ? "cuda" : "cpu") : opt_.device;
-  collective_check(world, "backend", [&] {
-    be_ = make_backend(parse_device_kind(device), world.local_rank());  // cuda: GPU local_rank % count
-    be_->set_fused_attention(opt_.attention == "fused");
-  });
-  model_ = std::make_unique<GPT>(*be_, cfg, opt_.recompute);
-  Communicator* engine_comm = &world;  // CPU ranks: MPI moves the shards
-  if (be_->name() == "cuda" && world.world() > 1) {
-#ifdef GPT_WITH_NCCL
-    device_comm_ = make_nccl_communicator(world, *be_);  // GPU ranks: NCCL, bootstrapped through MPI
-    engine_comm = device_comm_.get();
-#else
-    fail("--device cuda with ", world.world(), " ranks needs NCCL: rebuild with NCCL and MPI available");
-#endif
-  }
-  engine_ = std::make_unique<FsdpEngine>(*be_, *engine_comm, model_->layout(), opt_.fsdp);
+  rt_ = make_runtime(world, opt_.device, opt_.attention);  // the backend and the engine's communicator
+  model_ = std::make_unique<GPT>(backend(), cfg, opt_.recompute);
+  engine_ = std::make_unique<FsdpEngine>(backend(), *rt_.engine_comm, model_->layout(), opt_.fsdp);
   model_->reserve_workspace(opt_.B, opt_.T);  // op scratch, before step 1 (the start-up report shows it)
   if (!opt_.train_pattern.empty()) {
     collective_check(world, "training data", [&] {
@@ -76,8 +60,7 @@ Trainer::Trainer(const TrainOptions& opt, Communicator& world) : opt_(opt), worl
   }
   inputs_.resize((size_t)opt_.B * opt_.T);
   targets_.resize(inputs_.size());
-  peak_flops_ = opt_.peak_tflops > 0 ? opt_.peak_tflops * 1e12
-                                     : (be_->name() == "cuda" ? 989e12 : measure_cpu_peak_flops());
+  peak_ = mfu_peak(backend(), opt_.peak_tflops);
   if (!opt_.metrics_path.empty() && world.rank() == 0) {
     metrics_ = std::fopen(opt_.metrics_path.c_str(), progress_.step > 0 ? "a" : "w");
     GPT_CHECK(metrics_, "--metrics: cannot open ", opt_.metrics_path, " for writing");
@@ -165,14 +148,14 @@ StepStats Trainer::step() {
   } else {
     progress_.bad_steps = 0;
     trace::Scope ts(trace::kOptimizer, "adamw", "optimizer");
-    adamw_step(*be_, *engine_, opt_.optim, s.lr, (int)s.step, s.grad_norm);
+    adamw_step(backend(), *engine_, opt_.optim, s.lr, (int)s.step, s.grad_norm);
   }
-  be_->synchronize();
+  backend().synchronize();
   progress_.step++;
   progress_.data = train_loader_->position();
   s.ms = (now_seconds() - t0) * 1e3;
   s.tokens_per_s = (double)opt_.total_batch / (s.ms / 1e3);
-  s.mfu = s.tokens_per_s * flops_per_token() / (peak_flops_ * world_.world());
+  s.mfu = s.tokens_per_s * flops_per_token() / (peak_.flops * world_.world());
   return s;
 }
 

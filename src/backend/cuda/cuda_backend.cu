@@ -13,13 +13,17 @@
 // Device choice: the caller passes its node-local rank (make_backend(DeviceKind::cuda, local_rank), from
 // Communicator::local_rank, whatever the launcher), and local rank r uses GPU r % count. cuda_backend.h
 // exposes the compute stream and that device to the NCCL communicator.
+//
+// Reports: peak_flops names the GPU's dense bf16 peak from its compute capability, SM count, clock and
+// name (src/backend/peak_flops.h); driver_memory sets the ledger against cudaMemGetInfo.
 #include <algorithm>
 #include <memory>
 
+#include "kernels/cuda/ops.cuh"
 #include "src/backend/backend.h"
 #include "src/backend/cuda/copy_stream.h"
 #include "src/backend/cuda/cuda_backend.h"
-#include "kernels/cuda/ops.cuh"
+#include "src/backend/peak_flops.h"
 
 namespace gpt {
 namespace {
@@ -42,6 +46,10 @@ __global__ void bf16_to_f32_kernel(float* dst, const bf16* src, size_t n) {
 
 bf16* H(void* p) { return static_cast<bf16*>(p); }
 const bf16* H(const void* p) { return static_cast<const bf16*>(p); }
+
+// Kernel code loaded on first launch and the CUDA libraries' own small buffers: what the driver may count
+// beyond the ledger and allocation rounding before the start-up report warns.
+constexpr int64_t kCodeAllowance = int64_t{64} << 20;
 
 // The GPU of node-local rank `local_rank`: GPU local_rank % count.
 int pick_device(int local_rank) {
@@ -93,13 +101,34 @@ class CudaBackend final : public Backend {
   }
 
   // The ledger's device total against the driver's count of device bytes in use since construction.
-  CudaMemoryCheck memory_check() {
+  CudaMemoryCheck memory_check() const {
     CudaMemoryCheck m;
     m.ledger_bytes = ledger().current_total(MemDomain::device);
     m.driver_bytes = driver_in_use() - baseline_in_use_;
     m.live_allocations = live_allocations_;
     m.slack_bytes = kCudaAllocGranularity * live_allocations_;
     return m;
+  }
+  std::optional<DriverMemory> driver_memory() const override {
+    const CudaMemoryCheck m = memory_check();
+    DriverMemory d;
+    d.driver_query = "cudaMemGetInfo";
+    d.ledger_bytes = m.ledger_bytes;
+    d.workspace_bytes = ledger().current(MemDomain::device, MemCat::workspace);
+    d.driver_bytes = m.driver_bytes;
+    d.explained_bytes = m.slack_bytes + kCodeAllowance;
+    return d;
+  }
+  PeakFlops peak_flops() const override {
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+    GpuFacts gpu;
+    gpu.name = prop.name;
+    gpu.major = prop.major;
+    gpu.minor = prop.minor;
+    CUDA_CHECK(cudaDeviceGetAttribute(&gpu.sms, cudaDevAttrMultiProcessorCount, device_));
+    CUDA_CHECK(cudaDeviceGetAttribute(&gpu.clock_khz, cudaDevAttrClockRate, device_));
+    return gpu_bf16_peak_flops(gpu);
   }
 
   void zero(void* p, size_t bytes) override {
