@@ -47,16 +47,23 @@ class Trainer {
   Backend& backend() { return *rt_.backend; }
   const TrainOptions& options() const { return opt_; }
   const TrainProgress& progress() const { return progress_; }
-  int grad_accum_steps() const { return accum_; }
   double flops_per_token() const;
   double peak_flops() const { return peak_.flops; }  // per rank, for MFU
   // Test hook: make the next step's loss non-finite (exercises the NaN guard).
   void inject_nonfinite_once() { inject_nan_ = true; }
 
  private:
+  // construction, in order (trainer.cpp)
+  void check_batch();           // -B, -T, --total-batch -> accum_; the same options on every rank
+  void make_model_and_engine();
+  void open_data();             // --train's loader and the host staging buffers
+  void load_tokenizer();        // for samples: --tokenizer, or by vocabulary size
+  void set_schedule();          // the learning-rate schedule and the sampling RNG
+  void init_params();           // checkpoint > --init-from > deterministic init
+  void start_instruments();     // --trace, the MFU peak, --metrics
+  // the outer loop's pieces (trainer_run.cpp)
   bool stop_requested();
   void finish_trace();
-  void init_params();
   void print_startup_report();
   void report_memory();
   void log_step(const StepStats& s);
@@ -71,7 +78,7 @@ class Trainer {
   std::unique_ptr<Tokenizer> tokenizer_;
   LrSchedule lr_;
   TrainProgress progress_;
-  int accum_ = 1;
+  int accum_ = 1;  // gradient accumulation: micro-steps per optimizer step
   PeakFlops peak_;
   std::vector<int> inputs_, targets_;  // (B*T) host staging
   FILE* metrics_ = nullptr;

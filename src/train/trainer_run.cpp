@@ -6,6 +6,7 @@
 
 #include "src/core/check.h"
 #include "src/plan/traffic.h"
+#include "src/train/generate.h"
 #include "src/train/trainer.h"
 #include "src/util/log.h"
 #include "src/util/progress.h"
@@ -152,12 +153,6 @@ void Trainer::run() {
     log_rank0(world_, "wrote ", opt_.out_dir, "/model.bin");
   }
 }
-
-}  // namespace gpt
-
-#include "src/train/generate.h"
-
-namespace gpt {
 
 std::string Trainer::sample(const std::vector<int>& prompt, int tokens, float temperature, int top_k, float top_p) {
   SampleParams sp;
