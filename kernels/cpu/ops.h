@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "src/backend/backend.h"
+#include "kernels/adamw_params.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "kernels/attention_rules.h"
 #include "kernels/cuda/ops.cuh"
 
 namespace gpt::cuda {

@@ -1,5 +1,6 @@
-// Shared pieces of the CUDA kernels: the error path (every CUDA and cuBLAS status becomes a gpt::Error
-// naming the call, the file and the line), bf16 <-> fp32 helpers, warp reductions and launch sizing.
+// Shared pieces of the CUDA kernels: the cuBLAS leg of the error path (every cuBLAS status becomes a
+// gpt::Error naming the call, the file and the line; CUDA_CHECK itself is src/core/cuda_check.h), bf16 <->
+// fp32 helpers, warp reductions and launch sizing.
 // Rule of the backend: activations are bf16 in memory, every arithmetic step is fp32, and everything that
 // accumulates across calls (parameter gradients, optimizer state, statistics) stays fp32.
 #pragma once
@@ -11,15 +12,11 @@
 #include <cstdint>
 
 #include "src/core/check.h"
+#include "src/core/cuda_check.h"
 
 namespace gpt::cuda {
 
 using bf16 = __nv_bfloat16;
-
-[[noreturn]] inline void fail_cuda(cudaError_t e, const char* expr, const char* file, int line) {
-  ::gpt::fail(file, ":", line, ": CUDA error ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ") in ",
-              expr);
-}
 
 [[noreturn]] inline void fail_cublas(cublasStatus_t s, const char* expr, const char* file, int line) {
   ::gpt::fail(file, ":", line, ": cuBLAS error ", cublasLtGetStatusName(s), " (", cublasLtGetStatusString(s),
@@ -28,21 +25,12 @@ using bf16 = __nv_bfloat16;
 
 }  // namespace gpt::cuda
 
-#define CUDA_CHECK(call)                                                                                \
-  do {                                                                                                  \
-    cudaError_t gpt_cuda_err_ = (call);                                                                 \
-    if (gpt_cuda_err_ != cudaSuccess) ::gpt::cuda::fail_cuda(gpt_cuda_err_, #call, __FILE__, __LINE__); \
-  } while (0)
-
 #define CUBLAS_CHECK(call)                                                 \
   do {                                                                     \
     cublasStatus_t gpt_cublas_st_ = (call);                                \
     if (gpt_cublas_st_ != CUBLAS_STATUS_SUCCESS)                           \
       ::gpt::cuda::fail_cublas(gpt_cublas_st_, #call, __FILE__, __LINE__); \
   } while (0)
-
-// After every kernel launch: catches bad launch configurations at the launch site.
-#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
 
 namespace gpt::cuda {
 

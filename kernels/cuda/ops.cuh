@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <unordered_map>
 
-#include "src/backend/backend.h"
+#include "kernels/adamw_params.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm_key.h"
 #include "kernels/sizes.h"

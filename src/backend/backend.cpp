@@ -47,20 +47,13 @@ void check_fused_attention_backend(const std::string& backend) {
   GPT_CHECK(backend == "cuda", "--attention fused: the ", backend, " backend has only the simple path (use --device cuda)");
 }
 
-void check_fused_attention_heads(int C, int NH) {
-  GPT_CHECK(NH > 0 && C % NH == 0, "--attention fused: channels ", C, " not divisible by heads ", NH);
-  const int hs = C / NH;
-  GPT_CHECK(hs == 32 || hs == 64, "--attention fused: supports head sizes 32 and 64, this model has ", hs,
-            " (use --attention simple)");
-}
-
 void Backend::set_fused_attention(bool fused) {
   if (fused) check_fused_attention_backend(name());
 }
 
 std::unique_ptr<Backend> make_cpu_backend();
 #ifdef GPT_WITH_CUDA
-std::unique_ptr<Backend> make_cuda_backend();
+std::unique_ptr<Backend> make_cuda_backend(int local_rank);
 bool cuda_device_visible();
 #endif
 
@@ -72,17 +65,23 @@ bool cuda_available() {
 #endif
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& device) {
-  if (device == "cpu") return make_cpu_backend();
-  if (device == "cuda") {
-#ifdef GPT_WITH_CUDA
-    GPT_CHECK(cuda_device_visible(), "--device cuda: no CUDA GPU is visible (use --device cpu)");
-    return make_cuda_backend();
-#else
-    fail("--device cuda: this build has no CUDA backend (rebuild with nvcc available, -DGPT_CUDA=ON)");
-#endif
-  }
+DeviceKind parse_device_kind(const std::string& device) {
+  if (device == "cpu") return DeviceKind::cpu;
+  if (device == "cuda") return DeviceKind::cuda;
   fail("--device: expected cpu or cuda, got '", device, "'");
 }
+
+std::unique_ptr<Backend> make_backend(DeviceKind kind, int local_rank) {
+  GPT_CHECK(local_rank >= 0, "make_backend: local rank ", local_rank, " must be >= 0");
+  if (kind == DeviceKind::cpu) return make_cpu_backend();
+#ifdef GPT_WITH_CUDA
+  GPT_CHECK(cuda_device_visible(), "--device cuda: no CUDA GPU is visible (use --device cpu)");
+  return make_cuda_backend(local_rank);
+#else
+  fail("--device cuda: this build has no CUDA backend (rebuild with nvcc available, -DGPT_CUDA=ON)");
+#endif
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& device) { return make_backend(parse_device_kind(device), 0); }
 
 }  // namespace gpt

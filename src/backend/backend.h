@@ -15,28 +15,22 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "kernels/adamw_params.h"
+#include "kernels/attention_rules.h"
+#include "src/backend/device_info.h"
 #include "src/backend/ledger.h"
 #include "src/core/dtype.h"
 
 namespace gpt {
 
-// AdamW hyperparameters for one update of one contiguous segment.
-struct AdamWParams {
-  float lr = 3e-4f;
-  float beta1 = 0.9f;
-  float beta2 = 0.95f;
-  float eps = 1e-8f;
-  float weight_decay = 0.0f;  // already resolved per segment: 0 for biases, gains and embeddings' peers
-  float grad_scale = 1.0f;    // multiplies the gradient first (global-norm clipping folds in here)
-  int step = 1;               // 1-based, for bias correction
-};
-
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual std::string name() const = 0;
+  virtual std::string name() const = 0;  // for messages; decisions ask kind()
+  virtual DeviceKind kind() const = 0;
   virtual DType compute_dtype() const = 0;
   size_t compute_size() const { return dtype_size(compute_dtype()); }
 
@@ -49,6 +43,12 @@ class Backend {
   virtual void free(void* p);       // pointer from alloc()
   virtual void free_host(void* p);  // pointer from alloc_host()
   virtual MemoryLedger& ledger() { return ledger_; }
+  const MemoryLedger& ledger() const { return const_cast<Backend*>(this)->ledger(); }
+  // The ledger's device total against the driver's count (cuda); empty where there is no driver (cpu).
+  virtual std::optional<DriverMemory> driver_memory() const { return std::nullopt; }
+  // The device's peak FLOP/s for MFU: cpu measures an sgemm (about 0.25 s, once per backend), cuda names
+  // the GPU's dense bf16 peak (src/backend/peak_flops.h).
+  virtual PeakFlops peak_flops() const = 0;
   // Reserves the scratch that ops with temporaries need for the largest shapes a model runs (attention at
   // B, T, C, NH; layernorm backward over B*T rows of C; the bias gradient of a matmul with up to max_bias_oc
   // output channels), tagged workspace, so no step allocates. Afterwards an op that needs more fails with
@@ -159,11 +159,10 @@ class Backend {
   MemoryLedger ledger_;
 };
 
-// The rules of --attention fused, in one place for the backends and the planner: the backend must have the
-// path (cuda), and the model's head size must be one the kernels have (32 or 64). Each throws the flag's
-// one-line error.
+// The rules of --attention fused, for the backends and the planner: the backend must have the path (cuda;
+// this check), and the model's head size must be one the kernels have (check_fused_attention_heads, in
+// kernels/attention_rules.h). Each throws the flag's one-line error.
 void check_fused_attention_backend(const std::string& backend);
-void check_fused_attention_heads(int C, int NH);
 
 // The host side of `device`: the CPU kernels on memory from device.alloc_host (pinned on cuda), recorded in
 // device's ledger under the host domain; its copies are memcpy. Offloaded model states live here, so the
@@ -171,7 +170,13 @@ void check_fused_attention_heads(int C, int NH);
 // they are. `device` must outlive it.
 std::unique_ptr<Backend> make_host_backend(Backend& device);
 
-// "cpu" or "cuda". Throws gpt::Error naming the device when it is unknown, not built, or absent.
+// "cpu" or "cuda" -> the kind. Throws the --device error for anything else.
+DeviceKind parse_device_kind(const std::string& device);
+// The backend of `kind`. cuda runs on GPU local_rank % (GPUs visible): the caller passes its node-local
+// rank (Communicator::local_rank) so that the ranks of one node spread over its GPUs. Throws gpt::Error
+// naming the device when it is not built or absent.
+std::unique_ptr<Backend> make_backend(DeviceKind kind, int local_rank);
+// By name, on local rank 0 (tests and one-process tools): make_backend(parse_device_kind(device), 0).
 std::unique_ptr<Backend> make_backend(const std::string& device);
 // True when this build has the CUDA backend and a GPU is visible.
 bool cuda_available();

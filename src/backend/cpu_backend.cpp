@@ -1,13 +1,16 @@
 // The CPU backend: fp32 compute in ordinary RAM. "Device" and "host" allocations are both 64-byte aligned
 // heap memory but go to separate ledger domains, so offload is measured on CPU too. Copies are memcpy,
 // synchronize is a no-op (every op has finished when it returns), and each op forwards to kernels/cpu.
+// The peak for MFU is this CPU's measured sgemm rate, measured on first request and kept.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
-#include "src/backend/backend.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/sizes.h"
+#include "src/backend/backend.h"
+#include "src/backend/peak_flops.h"
 
 namespace gpt {
 
@@ -25,7 +28,12 @@ class CpuBackend : public Backend {
  public:
   ~CpuBackend() override = default;
   std::string name() const override { return "cpu"; }
+  DeviceKind kind() const override { return DeviceKind::cpu; }
   DType compute_dtype() const override { return DType::F32; }
+  PeakFlops peak_flops() const override {
+    if (!peak_) peak_ = measure_cpu_peak_flops();
+    return *peak_;
+  }
 
   void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
   void copy_d2d(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
@@ -118,6 +126,9 @@ class CpuBackend : public Backend {
   void raw_free(void* p) override { std::free(p); }
   void* raw_alloc_host(size_t bytes) override { return aligned_alloc64(bytes); }
   void raw_free_host(void* p) override { std::free(p); }
+
+ private:
+  mutable std::optional<PeakFlops> peak_;  // the calibration, run on the first peak_flops()
 };
 
 // The CPU kernels on another backend's host memory (see make_host_backend).

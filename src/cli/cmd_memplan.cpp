@@ -5,12 +5,12 @@
 #include <cstdio>
 #include <string>
 
-#include "src/backend/backend.h"
 #include "src/cli/flags.h"
 #include "src/cli/train_flags.h"
 #include "src/core/check.h"
 #include "src/dist/communicator.h"
 #include "src/plan/memplan.h"
+#include "src/runtime/runtime.h"
 
 namespace gpt {
 namespace {
@@ -187,11 +187,7 @@ int cmd_memplan(int argc, char** argv, Communicator& world) {
   in.recompute = RecomputePolicy::parse(f.str("--recompute", "none"));
   in.B = f.i32("-B", 4, 1, 1 << 20);
   in.T = f.i32("-T", 64, 1, 1 << 20);
-  std::string device = f.str("--device", "cpu");
-  GPT_CHECK(device == "cpu" || device == "cuda" || device == "auto", "--device: expected cpu, cuda or auto, got '",
-            device, "'");
-  if (device == "auto") device = cuda_available() ? "cuda" : "cpu";
-  in.compute = device == "cuda" ? DType::BF16 : DType::F32;
+  in.compute = resolve_device(f.str("--device", "cpu")) == DeviceKind::cuda ? DType::BF16 : DType::F32;
   const std::string attention = f.str("--attention", "simple");
   GPT_CHECK(attention == "simple" || attention == "fused", "--attention: expected simple or fused, got '", attention,
             "'");

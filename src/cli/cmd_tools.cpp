@@ -14,6 +14,7 @@
 #include "src/io/prepare.h"
 #include "src/io/tokenizer.h"
 #include "src/model/gpt.h"
+#include "src/runtime/runtime.h"
 #include "src/train/checkpoint.h"
 #include "src/train/generate.h"
 #include "src/util/log.h"
@@ -31,7 +32,7 @@ struct LoadedModel {
 LoadedModel load_for_inference(const std::string& path, const std::string& device, Communicator& world) {
   ModelWeights w = load_model_file(path);
   LoadedModel m;
-  m.be = make_backend(device == "auto" ? (cuda_available() ? "cuda" : "cpu") : device);
+  m.be = make_backend(resolve_device(device), world.local_rank());
   m.model = std::make_unique<GPT>(*m.be, w.config);
   FsdpOptions opt;
   opt.strategy = ShardStrategy::none;

@@ -1,19 +1,12 @@
-// `gpt train` and `gpt bench`.
-#include <algorithm>
+// `gpt train`: parse the flags, create --out, and hand over to the Trainer.
 #include <cstdio>
 #include <filesystem>
-#include <vector>
 
-#include "src/cli/bench_micro.h"
 #include "src/cli/commands.h"
 #include "src/cli/train_flags.h"
 #include "src/core/check.h"
-#include "src/util/paths.h"
-#include "src/core/rng.h"
 #include "src/dist/collective_check.h"
-#include "src/io/data_loader.h"
 #include "src/train/trainer.h"
-#include "src/util/log.h"
 
 namespace gpt {
 
@@ -37,135 +30,6 @@ int cmd_train(int argc, char** argv, Communicator& world) {
   }
   Trainer t(o, world);
   t.run();
-  return 0;
-}
-
-// Writes a shard of random tokens (fixed seed) big enough for the benchmark's steps.
-static std::string make_bench_shard(const TrainOptions& o, int world_size, int steps) {
-  const int64_t need = (int64_t)o.B * o.T * world_size * (steps + 1) + 1;
-  const std::string path = std::filesystem::temp_directory_path().string() + "/gpt_bench_" +
-                           std::to_string(o.model.vocab_size) + "_" + std::to_string(need) + ".bin";
-  if (!std::filesystem::exists(path)) {
-    Rng rng(4242);
-    std::vector<int> toks((size_t)need);
-    for (auto& t : toks) t = (int)(rng.next_u64() % (uint64_t)o.model.vocab_size);
-    write_token_shard(path, toks);
-  }
-  return path;
-}
-
-struct BenchResult {
-  double ms = 0, tokens_per_s = 0, mfu = 0, peak_device_mib = 0, peak_host_mib = 0;
-  int steps = 0;
-  double ms_min = 0, ms_max = 0;
-};
-
-// Runs 1 warm-up step + o.steps timed steps; median step time.
-static BenchResult bench_once(TrainOptions o, Communicator& world) {
-  const int warm = 1;
-  o.steps += warm;
-  o.quiet = true;
-  Trainer t(o, world);
-  std::vector<double> ms;
-  for (int i = 0; i < o.steps; i++) {
-    t.backend().ledger().reset_peaks();
-    StepStats s = t.step();
-    if (i >= warm) ms.push_back(s.ms);
-  }
-  std::sort(ms.begin(), ms.end());
-  BenchResult r;
-  r.steps = (int)ms.size();
-  r.ms = ms[ms.size() / 2];
-  r.ms_min = ms.front();
-  r.ms_max = ms.back();
-  r.tokens_per_s = t.options().total_batch / (r.ms / 1e3);
-  r.mfu = r.tokens_per_s * t.flops_per_token() / (t.peak_flops() * world.world());
-  r.peak_device_mib = t.backend().ledger().peak_total(MemDomain::device) / 1048576.0;
-  r.peak_host_mib = t.backend().ledger().peak_total(MemDomain::host) / 1048576.0;
-  return r;
-}
-
-// --compare-levers: the cost of each memory lever as time and memory ratios against the baseline.
-static void compare_levers(const TrainOptions& base, Communicator& world, bool json) {
-  struct Lever { const char* name; const char* recompute; OffloadMode offload; };
-  const Lever levers[] = {{"baseline", "none", OffloadMode::none},          {"recompute full", "full", OffloadMode::none},
-                          {"recompute every:2", "every:2", OffloadMode::none}, {"recompute selective", "selective", OffloadMode::none},
-                          {"offload optimizer", "none", OffloadMode::optimizer}, {"offload params", "none", OffloadMode::params}};
-  BenchResult ref;
-  for (const Lever& l : levers) {
-    TrainOptions o = base;
-    o.recompute = RecomputePolicy::parse(l.recompute);
-    o.fsdp.offload = l.offload;
-    BenchResult r = bench_once(o, world);
-    if (std::string(l.name) == "baseline") ref = r;
-    if (json)
-      log_rank0(world, "{\"lever\": \"", l.name, "\", \"ms_per_step\": ", r.ms, ", \"time_ratio\": ", r.ms / ref.ms,
-                ", \"peak_device_mib\": ", r.peak_device_mib, ", \"peak_host_mib\": ", r.peak_host_mib,
-                ", \"device_memory_ratio\": ", r.peak_device_mib / ref.peak_device_mib, "}");
-    else
-      log_rank0(world, l.name, ": ", r.ms, " ms/step (x", r.ms / ref.ms, " time) | device peak ", r.peak_device_mib,
-                " MiB (x", r.peak_device_mib / ref.peak_device_mib, ") | host peak ", r.peak_host_mib, " MiB");
-  }
-}
-
-int cmd_bench(int argc, char** argv, Communicator& world) {
-  Flags f("bench", argc, argv, {"--resume", "--no-sync", "--quiet", "--json", "--compare-levers"});
-  if (f.help()) {
-    std::printf("usage: gpt bench --config d12 -B 4 -T 64 [--steps N] [--json] [--compare-levers] [train flags]\n"
-                "Times training steps on random tokens: ms/step (median), tokens/s, MFU, peak memory.\n"
-                "--compare-levers times baseline, recompute full/every:2/selective and offload optimizer/params\n"
-                "and prints each one's time and memory ratio against the baseline.\n"
-                "gpt bench --adamw N: host AdamW over N params against the memory-bandwidth limit\n"
-                "gpt bench --encode FILE: GPT-2 tokenizer encode MB/s (cold and warm cache)\n%s%s",
-                kModelFlagsHelp, kTrainFlagsHelp);
-    return 0;
-  }
-  if (f.has("--adamw")) {  // micro-benchmark: host AdamW vs memory bandwidth
-    const int64_t n = f.i64("--adamw", 0, 1024, (int64_t)1 << 34);
-    const bool json = f.on("--json");
-    f.finish();
-    bench_host_adamw(n, 5, json);
-    return 0;
-  }
-  if (f.has("--encode")) {  // micro-benchmark: GPT-2 tokenizer
-    const std::string path = f.str("--encode", ""), dir = f.str("--data-dir", default_data_dir());
-    const bool json = f.on("--json");
-    f.finish();
-    bench_encode(path, dir, json);
-    return 0;
-  }
-  TrainOptions o = parse_train_flags(f, "d12");
-  if (!f.has("--steps")) o.steps = 5;
-  if (!f.has("--tokenizer")) o.tokenizer = "none";
-  const bool json = f.on("--json"), levers = f.on("--compare-levers");
-  f.finish();
-  GPT_CHECK(o.steps >= 1, "--steps must be >= 1 for bench");
-  collective_check(world, "bench data", [&] {
-    if (world.rank() == 0) o.train_pattern = make_bench_shard(o, world.world(), o.steps + 1);
-  });
-  world.barrier();
-  if (world.rank() != 0) o.train_pattern = make_bench_shard(o, world.world(), o.steps + 1);
-  if (levers) {
-    compare_levers(o, world, json);
-    return 0;
-  }
-  BenchResult r = bench_once(o, world);
-  const std::string dev = o.device == "auto" ? (cuda_available() ? "cuda" : "cpu") : o.device;
-  if (json) {
-    log_rank0(world, "{\"config\": \"", o.config_name, "\", \"params\": ", o.model.num_params(), ", \"B\": ", o.B,
-              ", \"T\": ", o.T, ", \"ranks\": ", world.world(), ", \"device\": \"", dev, "\", \"recompute\": \"",
-              o.recompute.str(), "\", \"offload\": \"", FsdpOptions::name(o.fsdp.offload), "\", \"shard\": \"",
-              FsdpOptions::name(o.fsdp.strategy), "\", \"ms_per_step\": ", r.ms, ", \"tokens_per_s\": ", r.tokens_per_s,
-              ", \"mfu\": ", r.mfu, ", \"peak_device_mib\": ", r.peak_device_mib, ", \"peak_host_mib\": ", r.peak_host_mib, "}");
-  } else {
-    log_rank0(world, "bench ", o.config_name, " (", o.model.num_params() / 1e6, "M params) B=", o.B, " T=", o.T,
-              " ranks=", world.world(), " device=", dev, " recompute=", o.recompute.str(), " offload=",
-              FsdpOptions::name(o.fsdp.offload));
-    log_rank0(world, "ms_per_step ", r.ms, " (min ", r.ms_min, ", max ", r.ms_max, ", ", r.steps, " steps)");
-    log_rank0(world, "tokens_per_s ", r.tokens_per_s);
-    log_rank0(world, "mfu ", 100 * r.mfu, "%");
-    log_rank0(world, "peak_device_mib ", r.peak_device_mib);
-  }
   return 0;
 }
 

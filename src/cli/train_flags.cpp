@@ -37,7 +37,7 @@ const char* kTrainFlagsHelp =
     "  --save-every N (0 = at the end)  --keep K (2)\n"
     "  --val-every N  --val-batches N (8)  --sample-every N  --sample-tokens N (64)  --temperature F (1)  --top-k K (0)\n"
     "  --tokenizer byte|gpt2|auto|none  --data-dir DIR (found next to the binary)  --metrics FILE.jsonl  --trace FILE.json\n"
-    "  --peak-tflops F      peak for MFU (default: cuda 989 bf16 dense; cpu: measured sgemm)\n"
+    "  --peak-tflops F      peak for MFU (default: cuda the GPU's dense bf16 peak, 989 on H100/H200 SXM; cpu measured sgemm)\n"
     "  --max-bad-steps N    consecutive non-finite steps before stopping (10)   --quiet\n";
 
 GPTConfig parse_model_flags(Flags& f, std::string* name, const std::string& default_config) {

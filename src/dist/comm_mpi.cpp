@@ -118,11 +118,16 @@ class MpiWork : public Work {
 
 class MpiCommunicator : public Communicator {
  public:
-  // Takes ownership of `comm` (freed in the destructor unless MPI is already finalised).
+  // Takes ownership of `comm` (freed in the destructor unless MPI is already finalised). Collective over
+  // `comm`: the node-local rank comes from splitting it by shared memory, once, here.
   explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
     MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
     MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
     MPI_CHECK(MPI_Comm_size(comm_, &world_));
+    MPI_Comm node;  // the ranks of comm_ that share this node's memory, ordered by their rank in comm_
+    MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
+    MPI_CHECK(MPI_Comm_rank(node, &local_rank_));
+    MPI_CHECK(MPI_Comm_free(&node));
   }
   ~MpiCommunicator() override {
     int finalized = 1;
@@ -132,6 +137,7 @@ class MpiCommunicator : public Communicator {
   std::string name() const override { return "mpi"; }
   int rank() const override { return rank_; }
   int world() const override { return world_; }
+  int local_rank() const override { return local_rank_; }
 
   WorkPtr all_gather_async(void* out, const void* in, size_t count, DType dt) override;
   WorkPtr reduce_scatter_async(void* out, const void* in, size_t count, DType dt, ReduceOp op) override;
@@ -167,7 +173,7 @@ class MpiCommunicator : public Communicator {
   }
 
   MPI_Comm comm_;
-  int rank_ = 0, world_ = 1;
+  int rank_ = 0, world_ = 1, local_rank_ = 0;
 };
 
 WorkPtr MpiCommunicator::all_gather_async(void* out, const void* in, size_t count, DType dt) {

@@ -11,8 +11,9 @@
 //
 // Bootstrap: a private copy of the MPI world (split with one color) carries the NCCL unique id from rank 0
 // and later the host-side calls (barrier, scalar reductions), so neither touches the caller's ledger.
-// The device is chosen by the cuda backend (cudaSetDevice at its construction, by local rank); this file
-// only checks that it is still the current device and that every local rank has a GPU of its own.
+// The device is chosen by the cuda backend (cudaSetDevice at its construction, GPU local_rank % count, with
+// the local rank the caller took from Communicator::local_rank); this file only checks that it is still the
+// current device and that every local rank of the MPI world has a GPU of its own.
 //
 // Ledger: the ring formulas of comm_volume.h, as in the MPI communicator; bytes count as in flight from the
 // launch until wait(). BF16 reductions are allowed (NCCL adds bf16 natively); avg is NCCL's ncclAvg.
@@ -31,7 +32,7 @@
 #include <utility>
 
 #include "src/backend/cuda/cuda_backend.h"
-#include "kernels/cuda/common.cuh"
+#include "src/core/cuda_check.h"
 #include "src/dist/collective_check.h"
 #include "src/dist/comm_nccl.h"
 #include "src/dist/comm_volume.h"
@@ -138,6 +139,7 @@ class NcclCommunicator final : public Communicator {
   std::string name() const override { return "nccl"; }
   int rank() const override { return rank_; }
   int world() const override { return world_; }
+  int local_rank() const override { return host_->local_rank(); }
 
   WorkPtr all_gather_async(void* out, const void* in, size_t count, DType dt) override;
   WorkPtr reduce_scatter_async(void* out, const void* in, size_t count, DType dt, ReduceOp op) override;
@@ -235,19 +237,17 @@ std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
 }
 
 // The per-rank device checks, run before NCCL starts: the backend's device is current on this thread, and
-// no two ranks of this node share it (NCCL refuses a GPU used by two ranks of one communicator).
-void check_rank_device(Backend& backend) {
+// no two ranks of this node share it (NCCL refuses a GPU used by two ranks of one communicator): with GPU
+// local_rank % count per rank, that holds when every local rank is below the GPU count.
+void check_rank_device(Backend& backend, int local_rank) {
   const int dev = cuda_backend_device(backend);
   int current = -1, count = 0;
   CUDA_CHECK(cudaGetDevice(&current));
   CUDA_CHECK(cudaGetDeviceCount(&count));
   GPT_CHECK(current == dev, "nccl: the current CUDA device is ", current, " but the cuda backend runs on ", dev,
             " (make the communicator on the thread that made the backend, without cudaSetDevice between)");
-  if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) {
-    const int local_rank = std::atoi(local);
-    GPT_CHECK(local_rank < count, "nccl: local rank ", local_rank, " has no GPU of its own (", count,
-              " visible); NCCL needs one GPU per rank: start at most ", count, " ranks per node");
-  }
+  GPT_CHECK(local_rank < count, "nccl: local rank ", local_rank, " has no GPU of its own (", count,
+            " visible); NCCL needs one GPU per rank: start at most ", count, " ranks per node");
 }
 
 }  // namespace
@@ -257,7 +257,7 @@ std::unique_ptr<Communicator> make_nccl_communicator(Communicator& mpi_world, Ba
   std::unique_ptr<Communicator> host = mpi_world.split(0, mpi_world.rank());
   ncclUniqueId id{};
   collective_check(*host, "nccl bootstrap", [&] {
-    check_rank_device(cuda_backend);
+    check_rank_device(cuda_backend, mpi_world.local_rank());
     if (host->rank() == 0) NCCL_CHECK(ncclGetUniqueId(&id));
   });
   host->broadcast(&id, sizeof(id), 0);

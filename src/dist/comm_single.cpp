@@ -26,6 +26,7 @@ class SingleCommunicator : public Communicator {
   std::string name() const override { return "single"; }
   int rank() const override { return 0; }
   int world() const override { return 1; }
+  int local_rank() const override { return 0; }
 
   WorkPtr all_gather_async(void* out, const void* in, size_t count, DType dt) override {
     copy(out, in, count * dtype_size(dt), "all_gather");

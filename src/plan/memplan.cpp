@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <limits>
 
-#include "src/backend/backend.h"
+#include "kernels/attention_rules.h"
 #include "kernels/sizes.h"
 #include "src/core/check.h"
 #include "src/fsdp/geometry.h"

@@ -44,7 +44,7 @@ struct TrainOptions {
   std::string init_from;           // --init-from: llm.c model file to start from
   std::string metrics_path;        // --metrics: JSONL, one object per step
   std::string trace_path;          // --trace: Chrome/Perfetto JSON timeline
-  double peak_tflops = 0;          // --peak-tflops: for MFU (default: cuda 989 bf16; cpu measured sgemm)
+  double peak_tflops = 0;          // --peak-tflops: for MFU (default: Backend::peak_flops)
   int max_bad_steps = 10;          // --max-bad-steps: consecutive non-finite steps before stopping
   bool quiet = false;              // --quiet: no per-step lines (bench)
 };

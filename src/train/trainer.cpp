@@ -1,5 +1,7 @@
-// The training loop (see trainer.h). Construction wires backend, model, FSDP engine, data and the
-// starting parameters (checkpoint > --init-from > deterministic init); step() is one optimizer step.
+// The training loop (see trainer.h). Construction is a sequence of small named steps: check the batch,
+// make the runtime (backend and the engine's communicator, src/runtime), model and FSDP engine, data,
+// tokenizer, schedule, the starting parameters (checkpoint > --init-from > deterministic init), and the
+// instruments (trace, MFU peak, metrics). step() is one optimizer step.
 #include "src/train/trainer.h"
 
 #include <cmath>
@@ -7,9 +9,6 @@
 
 #include "src/core/check.h"
 #include "src/dist/collective_check.h"
-#ifdef GPT_WITH_NCCL
-#include "src/dist/comm_nccl.h"
-#endif
 #include "src/io/model_file.h"
 #include "src/train/config_hash.h"
 #include "src/util/log.h"
@@ -18,67 +17,75 @@
 namespace gpt {
 
 Trainer::Trainer(const TrainOptions& opt, Communicator& world) : opt_(opt), world_(world) {
+  check_batch();
+  rt_ = make_runtime(world_, opt_.device, opt_.attention);
+  make_model_and_engine();
+  open_data();
+  load_tokenizer();
+  set_schedule();
+  init_params();
+  start_instruments();
+}
+
+void Trainer::check_batch() {
   const GPTConfig& cfg = opt_.model;
   GPT_CHECK(opt_.B >= 1 && opt_.T >= 1, "-B and -T must be >= 1 (got ", opt_.B, ", ", opt_.T, ")");
   GPT_CHECK(opt_.T <= cfg.max_seq_len, "-T ", opt_.T, " exceeds --seq-len ", cfg.max_seq_len);
-  const int64_t micro_tokens = (int64_t)opt_.B * opt_.T * world.world();
+  const int64_t micro_tokens = (int64_t)opt_.B * opt_.T * world_.world();
   if (opt_.total_batch == 0) opt_.total_batch = micro_tokens;
   GPT_CHECK(opt_.total_batch % micro_tokens == 0, "--total-batch ", opt_.total_batch,
             " must be a multiple of B*T*ranks = ", micro_tokens);
   accum_ = (int)(opt_.total_batch / micro_tokens);
-  collective_check(world, "start-up", [&] { check_same_config_on_all_ranks(world, opt_); });
+  collective_check(world_, "start-up", [&] { check_same_config_on_all_ranks(world_, opt_); });
+}
 
-  std::string device = opt_.device == "auto" ? (cuda_available() ? "cuda" : "cpu") : opt_.device;
-  collective_check(world, "backend", [&] {
-    be_ = make_backend(device);
-    be_->set_fused_attention(opt_.attention == "fused");
-  });
-  model_ = std::make_unique<GPT>(*be_, cfg, opt_.recompute);
-  Communicator* engine_comm = &world;  // CPU ranks: MPI moves the shards
-  if (be_->name() == "cuda" && world.world() > 1) {
-#ifdef GPT_WITH_NCCL
-    device_comm_ = make_nccl_communicator(world, *be_);  // GPU ranks: NCCL, bootstrapped through MPI
-    engine_comm = device_comm_.get();
-#else
-    fail("--device cuda with ", world.world(), " ranks needs NCCL: rebuild with NCCL and MPI available");
-#endif
-  }
-  engine_ = std::make_unique<FsdpEngine>(*be_, *engine_comm, model_->layout(), opt_.fsdp);
+void Trainer::make_model_and_engine() {
+  model_ = std::make_unique<GPT>(backend(), opt_.model, opt_.recompute);
+  engine_ = std::make_unique<FsdpEngine>(backend(), *rt_.engine_comm, model_->layout(), opt_.fsdp);
   model_->reserve_workspace(opt_.B, opt_.T);  // op scratch, before step 1 (the start-up report shows it)
-  if (!opt_.train_pattern.empty()) {
-    collective_check(world, "training data", [&] {
-      try {
-        train_loader_ = std::make_unique<DataLoader>(opt_.train_pattern, opt_.B, opt_.T, world.rank(), world.world(),
-                                                     cfg.vocab_size);
-      } catch (const Error& e) {
-        fail("--train: ", e.what());
-      }
-    });
-  }
-  std::string tk = opt_.tokenizer;
-  if (tk == "auto") tk = cfg.vocab_size == 257 ? "byte" : cfg.vocab_size == 50257 ? "gpt2" : "";
-  if (tk == "none") tk.clear();  // no samples (tests, bench)
-  if (!tk.empty()) collective_check(world, "tokenizer", [&] { tokenizer_ = make_tokenizer(tk, opt_.data_dir); });
+}
 
+void Trainer::open_data() {
+  inputs_.resize((size_t)opt_.B * opt_.T);
+  targets_.resize(inputs_.size());
+  if (opt_.train_pattern.empty()) return;
+  collective_check(world_, "training data", [&] {
+    try {
+      train_loader_ = std::make_unique<DataLoader>(opt_.train_pattern, opt_.B, opt_.T, world_.rank(), world_.world(),
+                                                   opt_.model.vocab_size);
+    } catch (const Error& e) {
+      fail("--train: ", e.what());
+    }
+  });
+}
+
+void Trainer::load_tokenizer() {
+  std::string tk = opt_.tokenizer;
+  const int V = opt_.model.vocab_size;
+  if (tk == "auto") tk = V == 257 ? "byte" : V == 50257 ? "gpt2" : "";
+  if (tk == "none") tk.clear();  // no samples (tests, bench)
+  if (!tk.empty()) collective_check(world_, "tokenizer", [&] { tokenizer_ = make_tokenizer(tk, opt_.data_dir); });
+}
+
+void Trainer::set_schedule() {
   lr_.peak = opt_.lr;
   lr_.warmup = opt_.warmup;
   lr_.total = opt_.steps;
   lr_.min_lr_frac = opt_.min_lr_frac;
   progress_.rng.reseed(opt_.seed);
-  init_params();
+}
+
+void Trainer::start_instruments() {
   if (!opt_.trace_path.empty()) {
     // A bad trace path is reported, and the run goes on without a trace.
     try {
-      trace::start(opt_.trace_path, world.rank());
+      trace::start(opt_.trace_path, world_.rank());
     } catch (const Error& e) {
       std::fprintf(stderr, "error: %s; training continues without a trace\n", e.what());
     }
   }
-  inputs_.resize((size_t)opt_.B * opt_.T);
-  targets_.resize(inputs_.size());
-  peak_flops_ = opt_.peak_tflops > 0 ? opt_.peak_tflops * 1e12
-                                     : (be_->name() == "cuda" ? 989e12 : measure_cpu_peak_flops());
-  if (!opt_.metrics_path.empty() && world.rank() == 0) {
+  peak_ = mfu_peak(backend(), opt_.peak_tflops);
+  if (!opt_.metrics_path.empty() && world_.rank() == 0) {
     metrics_ = std::fopen(opt_.metrics_path.c_str(), progress_.step > 0 ? "a" : "w");
     GPT_CHECK(metrics_, "--metrics: cannot open ", opt_.metrics_path, " for writing");
   }
@@ -165,12 +172,12 @@ StepStats Trainer::step() {
     trace::Scope ts(trace::kOptimizer, "adamw", "optimizer");
     adamw_step(*engine_, opt_.optim, s.lr, (int)s.step, s.grad_norm);
   }
-  be_->synchronize();
+  backend().synchronize();
   progress_.step++;
   progress_.data = train_loader_->position();
   s.ms = (now_seconds() - t0) * 1e3;
   s.tokens_per_s = (double)opt_.total_batch / (s.ms / 1e3);
-  s.mfu = s.tokens_per_s * flops_per_token() / (peak_flops_ * world_.world());
+  s.mfu = s.tokens_per_s * flops_per_token() / (peak_.flops * world_.world());
   return s;
 }
 

@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "src/backend/backend.h"
 #include "src/dist/communicator.h"
 #include "src/fsdp/engine.h"
 #include "src/io/data_loader.h"
 #include "src/io/tokenizer.h"
 #include "src/model/gpt.h"
+#include "src/runtime/runtime.h"
 #include "src/train/checkpoint.h"
 #include "src/train/lr_schedule.h"
 #include "src/train/train_options.h"
@@ -26,7 +26,7 @@ struct StepStats {
   double grad_norm = 0;    // before clipping
   double ms = 0;           // wall time of the step
   double tokens_per_s = 0; // global tokens / s
-  double mfu = 0;          // model FLOPs utilisation against peak_flops (fraction)
+  double mfu = 0;          // model FLOPs utilisation against peak_flops() (fraction)
   bool skipped = false;    // non-finite loss or grad norm: no update applied
 };
 
@@ -44,41 +44,45 @@ class Trainer {
 
   FsdpEngine& engine() { return *engine_; }
   GPT& model() { return *model_; }
-  Backend& backend() { return *be_; }
+  Backend& backend() { return *rt_.backend; }
   const TrainOptions& options() const { return opt_; }
   const TrainProgress& progress() const { return progress_; }
-  int grad_accum_steps() const { return accum_; }
   double flops_per_token() const;
-  double peak_flops() const { return peak_flops_; }
+  double peak_flops() const { return peak_.flops; }  // per rank, for MFU
   // Test hook: make the next step's loss non-finite (exercises the NaN guard).
   void inject_nonfinite_once() { inject_nan_ = true; }
 
  private:
+  // construction, in order (trainer.cpp)
+  void check_batch();           // -B, -T, --total-batch -> accum_; the same options on every rank
+  void make_model_and_engine();
+  void open_data();             // --train's loader and the host staging buffers
+  void load_tokenizer();        // for samples: --tokenizer, or by vocabulary size
+  void set_schedule();          // the learning-rate schedule and the sampling RNG
+  void init_params();           // checkpoint > --init-from > deterministic init
+  void start_instruments();     // --trace, the MFU peak, --metrics
+  // the outer loop's pieces (trainer_run.cpp)
   bool stop_requested();
   void finish_trace();
-  void init_params();
   void print_startup_report();
+  void report_memory();
   void log_step(const StepStats& s);
   void maybe_write_metrics(const StepStats& s, float val_loss);
 
   TrainOptions opt_;
   Communicator& world_;
-  std::unique_ptr<Backend> be_;
-  std::unique_ptr<Communicator> device_comm_;  // NCCL over the MPI world when GPU ranks train together
+  Runtime rt_;  // the backend and the engine's communicator (destroyed after the model and the engine)
   std::unique_ptr<GPT> model_;
   std::unique_ptr<FsdpEngine> engine_;
   std::unique_ptr<DataLoader> train_loader_;
   std::unique_ptr<Tokenizer> tokenizer_;
   LrSchedule lr_;
   TrainProgress progress_;
-  int accum_ = 1;
-  double peak_flops_ = 0;
+  int accum_ = 1;  // gradient accumulation: micro-steps per optimizer step
+  PeakFlops peak_;
   std::vector<int> inputs_, targets_;  // (B*T) host staging
   FILE* metrics_ = nullptr;
   bool inject_nan_ = false;
 };
-
-// Measured fp32 sgemm FLOP/s of this machine's CPU (a short calibration), for MFU on the cpu backend.
-double measure_cpu_peak_flops();
 
 }  // namespace gpt

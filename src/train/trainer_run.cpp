@@ -2,11 +2,11 @@
 // sampling and checkpoints, and the final save/export.
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "src/core/check.h"
-#ifdef GPT_WITH_CUDA
-#include "src/backend/cuda/cuda_backend.h"
-#endif
+#include "src/plan/traffic.h"
+#include "src/train/generate.h"
 #include "src/train/trainer.h"
 #include "src/util/log.h"
 #include "src/util/progress.h"
@@ -17,71 +17,56 @@ namespace gpt {
 
 static double mib(int64_t b) { return b / 1048576.0; }
 
-// cuda: each rank's ledger (device total, of it the workspace) against the driver's count of device bytes
-// the process took since the backend started (cudaMemGetInfo), collected on rank 0. One warning line when
-// the driver counts more than allocation rounding (2 MiB per live block) plus an allowance for kernel code
-// loaded on first launch explains; with NCCL its buffers are in the driver's figure, so only the difference
-// is shown.
-static void report_driver_memory(Communicator& world, Backend& be, bool nccl) {
-#ifdef GPT_WITH_CUDA
-  if (be.name() != "cuda") return;
-  constexpr int64_t kCodeAllowance = int64_t{64} << 20;
-  const CudaMemoryCheck m = cuda_memory_check(be);
-  const int N = world.world();
-  for (int r = 0; r < N; r++) {
-    double v[4] = {(double)m.ledger_bytes, (double)be.ledger().current(MemDomain::device, MemCat::workspace),
-                   (double)m.driver_bytes, (double)m.slack_bytes};
-    if (N > 1)
-      for (double& x : v) x = world.all_reduce_scalar(world.rank() == r ? x : 0.0, ReduceOp::sum);
-    const int64_t ledger = (int64_t)v[0], driver = (int64_t)v[2], slack = (int64_t)v[3] + kCodeAllowance;
-    log_rank0(world, "rank ", r, " device memory: ledger ", mib(ledger), " MiB (workspace ", mib((int64_t)v[1]),
-              " MiB) | driver (cudaMemGetInfo, since backend start) ", mib(driver), " MiB | difference ",
-              mib(driver - ledger), " MiB", nccl ? " (includes NCCL's buffers)" : "");
-    if (!nccl && driver - ledger > slack)
-      log_rank0(world, "warning: rank ", r, ": the driver counts ", mib(driver - ledger),
-                " MiB more than the ledger, beyond the ", mib(slack),
-                " MiB that allocation rounding and kernel code explain: memory outside the ledger (library "
-                "buffers or another process on this GPU)");
-  }
-#endif
+// Rank r's values v (n), on every rank: scalar sums in which only rank r contributes. Collective.
+static void values_of_rank(Communicator& world, int r, double* v, int n) {
+  if (world.world() == 1) return;
+  for (int i = 0; i < n; i++) v[i] = world.all_reduce_scalar(world.rank() == r ? v[i] : 0.0, ReduceOp::sum);
 }
 
 void Trainer::print_startup_report() {
   const GPTConfig& c = opt_.model;
-  const Layout& layout = model_->layout();
   const int N = world_.world();
   log_rank0(world_, "model ", opt_.config_name, ": ", c.describe(), " | recompute ", opt_.recompute.str());
-  log_rank0(world_, "backend ", be_->name(), " | ranks ", N, " | shard ", FsdpOptions::name(opt_.fsdp.strategy),
+  log_rank0(world_, "backend ", backend().name(), " | ranks ", N, " | shard ", FsdpOptions::name(opt_.fsdp.strategy),
             " (group ", engine_->shard_group_size(), ") | offload ", FsdpOptions::name(opt_.fsdp.offload),
             " | gather slots ", opt_.fsdp.gather_slots, opt_.fsdp.no_sync ? " | no-sync" : "", " | reduce ",
             FsdpOptions::reduce_dtype_name(opt_.fsdp.reduce_dtype));
-  log_rank0(world_, "MFU is measured against ", peak_flops_ / 1e12, " TFLOP/s per rank (",
-            opt_.peak_tflops > 0 ? "--peak-tflops" : be_->name() == "cuda" ? "H100/H200 bf16 dense" : "this CPU's measured fp32 sgemm",
-            ")");
+  log_rank0(world_, "MFU is measured against ", peak_.flops / 1e12, " TFLOP/s per rank (", peak_.source, ")");
   log_rank0(world_, "batch: B=", opt_.B, " T=", opt_.T, " x ", N, " ranks x ", accum_, " accumulation = ",
             opt_.total_batch, " tokens/step | lr ", opt_.lr, " warmup ", opt_.warmup, " | steps ", opt_.steps);
-  // per-rank memory: each rank's ledger, collected on rank 0
-  const MemoryLedger& led = be_->ledger();
+  report_memory();
+  log_rank0(world_, predict_traffic(model_->layout(), opt_.fsdp, N, engine_->shard_group_size(),
+                                    backend().compute_dtype())
+                        .describe());
+}
+
+// Each rank's ledger, collected on rank 0; then, where the backend has a driver to ask (cuda), each rank's
+// ledger against the driver's count of device memory (the driver's figure includes NCCL's buffers when
+// GPU ranks communicate, so only the difference is shown then).
+void Trainer::report_memory() {
+  const MemoryLedger& led = backend().ledger();
+  const int N = world_.world();
   for (int r = 0; r < N; r++) {
     double v[4] = {(double)engine_->model_state_bytes(), (double)led.current(MemDomain::device, MemCat::gathered_param),
                    (double)led.current_total(MemDomain::device), (double)led.current_total(MemDomain::host)};
-    if (N > 1)
-      for (double& x : v) x = world_.all_reduce_scalar(world_.rank() == r ? x : 0.0, ReduceOp::sum);
+    values_of_rank(world_, r, v, 4);
     log_rank0(world_, "rank ", r, " memory: model states ", mib((int64_t)v[0]), " MiB | gather slots ",
               mib((int64_t)v[1]), " MiB | device total ", mib((int64_t)v[2]), " MiB | host total ",
               mib((int64_t)v[3]), " MiB (before activations)");
   }
-  report_driver_memory(world_, *be_, device_comm_ != nullptr);
-  const double psi = (double)layout.total_numel();
-  const double f = N > 1 ? (double)(engine_->shard_group_size() - 1) / engine_->shard_group_size() : 0.0;
-  const double gathers = opt_.fsdp.strategy == ShardStrategy::full ? 2.0 : 1.0;
-  const double rs = (double)dtype_size(opt_.fsdp.reduce_dtype);  // gradient bytes per element on the wire
-  if (opt_.fsdp.strategy == ShardStrategy::none)
-    log_rank0(world_, "traffic per step per rank (predicted): all-reduce 2*Psi*(N-1)/N = ",
-              mib((int64_t)(2 * psi * rs * (N - 1) / N)), " MiB");
-  else
-    log_rank0(world_, "traffic per micro-step per rank (predicted, ~): ", gathers, " all-gathers + 1 reduce-scatter of Psi*(G-1)/G = ",
-              mib((int64_t)((gathers * be_->compute_size() + rs) * psi * f)), " MiB");
+  const std::optional<DriverMemory> mine = backend().driver_memory();
+  if (!mine) return;  // every rank runs the same kind of backend: all return here, or none
+  for (int r = 0; r < N; r++) {
+    double v[4] = {(double)mine->ledger_bytes, (double)mine->workspace_bytes, (double)mine->driver_bytes,
+                   (double)mine->explained_bytes};
+    values_of_rank(world_, r, v, 4);
+    DriverMemory m = *mine;
+    m.ledger_bytes = (int64_t)v[0];
+    m.workspace_bytes = (int64_t)v[1];
+    m.driver_bytes = (int64_t)v[2];
+    m.explained_bytes = (int64_t)v[3];
+    for (const std::string& line : m.lines(r, rt_.comm_buffers_on_device())) log_rank0(world_, line);
+  }
 }
 
 void Trainer::log_step(const StepStats& s) {
@@ -95,7 +80,7 @@ void Trainer::log_step(const StepStats& s) {
 
 void Trainer::maybe_write_metrics(const StepStats& s, float val_loss) {
   // every rank contributes its memory peak and traffic; rank 0 writes
-  const MemoryLedger& led = be_->ledger();
+  const MemoryLedger& led = backend().ledger();
   const CommCounters cc = engine_->traffic_step();
   double peak = (double)led.peak_total(MemDomain::device), sent = (double)cc.total_sent();
   if (world_.world() > 1) {
@@ -139,7 +124,7 @@ void Trainer::run() {
   float val = NAN;
   for (int64_t i = first; i < opt_.steps; i++) {
     engine_->begin_traffic_step();
-    be_->ledger().reset_peaks();
+    backend().ledger().reset_peaks();
     StepStats s = step();
     log_step(s);
     val = NAN;
@@ -168,12 +153,6 @@ void Trainer::run() {
     log_rank0(world_, "wrote ", opt_.out_dir, "/model.bin");
   }
 }
-
-}  // namespace gpt
-
-#include "src/train/generate.h"
-
-namespace gpt {
 
 std::string Trainer::sample(const std::vector<int>& prompt, int tokens, float temperature, int top_k, float top_p) {
   SampleParams sp;

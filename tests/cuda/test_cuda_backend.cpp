@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,23 @@ TEST(CudaBackend, IdentityAndLedger) {
   EXPECT_EQ(be->ledger().current(MemDomain::device, MemCat::activation), act0);
   EXPECT_EQ(be->ledger().current(MemDomain::host, MemCat::host_offload), host0);
   EXPECT_GT(be->ledger().current(MemDomain::device, MemCat::workspace), 0) << "cuBLASLt workspace is tagged";
+}
+
+// What the backend says about its GPU: the kind, a dense bf16 peak named from the device (989.4 TFLOP/s on
+// an H100/H200 SXM), and the driver-memory figures of the start-up report.
+TEST(CudaBackend, ReportsItsDevice) {
+  if (!gpt::cuda_available()) GTEST_SKIP() << "no CUDA GPU visible";
+  auto be = make_backend(DeviceKind::cuda, 0);
+  EXPECT_EQ(be->kind(), DeviceKind::cuda);
+  const PeakFlops p = be->peak_flops();
+  EXPECT_GT(p.flops, 1e12) << p.source;
+  EXPECT_FALSE(p.source.empty());
+  const std::optional<DriverMemory> m = be->driver_memory();
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->ledger_bytes, be->ledger().current_total(MemDomain::device));
+  EXPECT_GT(m->workspace_bytes, 0);
+  EXPECT_GE(m->driver_bytes, m->ledger_bytes) << "the driver sees every block the ledger does";
+  EXPECT_EQ(m->driver_query, "cudaMemGetInfo");
 }
 
 #ifdef GPT_WITH_CUDA

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "src/core/check.h"
@@ -34,6 +35,16 @@ TEST(Comm, WorldMatchesLauncher) {
     EXPECT_EQ(w.name(), "mpi");
     EXPECT_EQ(w.world(), launched);
   }
+}
+
+// ctest starts every rank on this one node, so each rank's node-local rank is its world rank; the same
+// holds in a sub-communicator (split computes it again over the sub-group's own node split).
+TEST(Comm, LocalRankIsTheRankOnOneNode) {
+  Communicator& w = world();
+  EXPECT_EQ(w.local_rank(), w.rank());
+  std::unique_ptr<Communicator> odd_even = w.split(w.rank() % 2, w.rank());
+  EXPECT_EQ(odd_even->local_rank(), odd_even->rank());
+  EXPECT_EQ(odd_even->rank(), w.rank() / 2);
 }
 
 TEST(Comm, AllGather) {

@@ -72,7 +72,8 @@ class NcclComm : public ::testing::Test {
       return;
     }
     try {
-      collective_check(world(), "cuda backend", [] { backend_ = make_backend("cuda"); });
+      collective_check(world(), "cuda backend",
+                       [] { backend_ = make_backend(DeviceKind::cuda, world().local_rank()); });
       comm_ = make_nccl_communicator(world(), *backend_);
     } catch (const std::exception& e) {
       setup_error_ = e.what();

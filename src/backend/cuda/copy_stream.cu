@@ -2,7 +2,7 @@
 #include "src/backend/cuda/copy_stream.h"
 
 #include "src/core/check.h"
-#include "kernels/cuda/common.cuh"
+#include "src/core/cuda_check.h"
 
 namespace gpt::cuda {
 

@@ -10,16 +10,20 @@
 // Memory cross-check: the device bytes in use as the driver sees them (cudaMemGetInfo) are recorded at
 // construction, so cuda_memory_check can set the ledger against what the process has allocated since.
 //
-// Device choice: under mpirun (OMPI_COMM_WORLD_LOCAL_RANK set) rank r uses GPU r % count; otherwise the
-// current device. cuda_backend.h exposes the compute stream and that device to the NCCL communicator.
+// Device choice: the caller passes its node-local rank (make_backend(DeviceKind::cuda, local_rank), from
+// Communicator::local_rank, whatever the launcher), and local rank r uses GPU r % count. cuda_backend.h
+// exposes the compute stream and that device to the NCCL communicator.
+//
+// Reports: peak_flops names the GPU's dense bf16 peak from its compute capability, SM count, clock and
+// name (src/backend/peak_flops.h); driver_memory sets the ledger against cudaMemGetInfo.
 #include <algorithm>
-#include <cstdlib>
 #include <memory>
 
+#include "kernels/cuda/ops.cuh"
 #include "src/backend/backend.h"
 #include "src/backend/cuda/copy_stream.h"
 #include "src/backend/cuda/cuda_backend.h"
-#include "kernels/cuda/ops.cuh"
+#include "src/backend/peak_flops.h"
 
 namespace gpt {
 namespace {
@@ -43,19 +47,21 @@ __global__ void bf16_to_f32_kernel(float* dst, const bf16* src, size_t n) {
 bf16* H(void* p) { return static_cast<bf16*>(p); }
 const bf16* H(const void* p) { return static_cast<const bf16*>(p); }
 
-int pick_device() {
+// Kernel code loaded on first launch and the CUDA libraries' own small buffers: what the driver may count
+// beyond the ledger and allocation rounding before the start-up report warns.
+constexpr int64_t kCodeAllowance = int64_t{64} << 20;
+
+// The GPU of node-local rank `local_rank`: GPU local_rank % count.
+int pick_device(int local_rank) {
   int count = 0;
   CUDA_CHECK(cudaGetDeviceCount(&count));
   GPT_CHECK(count > 0, "--device cuda: no CUDA GPU is visible (use --device cpu)");
-  if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) return std::atoi(local) % count;
-  int dev = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  return dev;
+  return local_rank % count;
 }
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend() : device_(pick_device()) {
+  explicit CudaBackend(int local_rank) : device_(pick_device(local_rank)) {
     CUDA_CHECK(cudaSetDevice(device_));
     CUDA_CHECK(cudaStreamCreate(&stream_));
     copy_stream_ = std::make_unique<cuda::CopyStream>();
@@ -75,6 +81,7 @@ class CudaBackend final : public Backend {
   }
 
   std::string name() const override { return "cuda"; }
+  DeviceKind kind() const override { return DeviceKind::cuda; }
   cudaStream_t stream() const { return stream_; }
   int device() const { return device_; }
   DType compute_dtype() const override { return DType::BF16; }
@@ -90,13 +97,34 @@ class CudaBackend final : public Backend {
   }
 
   // The ledger's device total against the driver's count of device bytes in use since construction.
-  CudaMemoryCheck memory_check() {
+  CudaMemoryCheck memory_check() const {
     CudaMemoryCheck m;
     m.ledger_bytes = ledger().current_total(MemDomain::device);
     m.driver_bytes = driver_in_use() - baseline_in_use_;
     m.live_allocations = live_allocations_;
     m.slack_bytes = kCudaAllocGranularity * live_allocations_;
     return m;
+  }
+  std::optional<DriverMemory> driver_memory() const override {
+    const CudaMemoryCheck m = memory_check();
+    DriverMemory d;
+    d.driver_query = "cudaMemGetInfo";
+    d.ledger_bytes = m.ledger_bytes;
+    d.workspace_bytes = ledger().current(MemDomain::device, MemCat::workspace);
+    d.driver_bytes = m.driver_bytes;
+    d.explained_bytes = m.slack_bytes + kCodeAllowance;
+    return d;
+  }
+  PeakFlops peak_flops() const override {
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+    GpuFacts gpu;
+    gpu.name = prop.name;
+    gpu.major = prop.major;
+    gpu.minor = prop.minor;
+    CUDA_CHECK(cudaDeviceGetAttribute(&gpu.sms, cudaDevAttrMultiProcessorCount, device_));
+    CUDA_CHECK(cudaDeviceGetAttribute(&gpu.clock_khz, cudaDevAttrClockRate, device_));
+    return gpu_bf16_peak_flops(gpu);
   }
 
   void zero(void* p, size_t bytes) override {
@@ -325,7 +353,7 @@ bool cuda_device_visible() {
   return count > 0;
 }
 
-std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<CudaBackend>(); }
+std::unique_ptr<Backend> make_cuda_backend(int local_rank) { return std::make_unique<CudaBackend>(local_rank); }
 
 namespace {
 CudaBackend& as_cuda(Backend& backend, const char* what) {

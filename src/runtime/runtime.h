@@ -1,0 +1,38 @@
+// The runtime floor, between the backend and communicators below and the trainer above: it turns the
+// device flags and the world communicator into what a run stands on. It is the one place that resolves
+// --device auto, gives the cuda backend this rank's GPU (by node-local rank), applies --attention, and
+// knows which communicator goes with which device (MPI moves CPU ranks' shards; NCCL, bootstrapped over
+// the MPI world, moves GPU ranks'), hence the one place with the NCCL build switch. src/train holds no
+// device tests and no build switches.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "src/backend/backend.h"
+#include "src/dist/communicator.h"
+
+namespace gpt {
+
+// What one rank trains on. Members are destroyed in reverse order: the device communicator (which
+// queues on the backend's stream) before the backend.
+struct Runtime {
+  std::unique_ptr<Backend> backend;           // cpu, or cuda on GPU local_rank % count
+  std::unique_ptr<Communicator> device_comm;  // NCCL over the world when GPU ranks train together, else null
+  Communicator* engine_comm = nullptr;        // the FSDP engine's: device_comm, or else the world itself
+  // True when a device communicator holds buffers of its own on the GPU (the memory report says so).
+  bool comm_buffers_on_device() const { return device_comm != nullptr; }
+};
+
+// --device cpu|cuda|auto -> the kind; auto is cuda when this build has it and a GPU is visible.
+DeviceKind resolve_device(const std::string& device);
+
+// Collective over `world` (every rank calls it; a failure on one rank stops all of them): the backend of
+// --device on this rank's GPU (world.local_rank()), with --attention simple|fused set, and the engine's
+// communicator. Throws the flag's one-line error for a device or attention path this build or machine
+// lacks.
+Runtime make_runtime(Communicator& world, const std::string& device, const std::string& attention);
+
+// The peak MFU is measured against: --peak-tflops when given (> 0), else the backend's own.
+PeakFlops mfu_peak(const Backend& backend, double peak_tflops);
+
+}  // namespace gpt
