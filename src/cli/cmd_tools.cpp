@@ -33,6 +33,7 @@ LoadedModel load_for_inference(const std::string& path, const std::string& devic
   ModelWeights w = load_model_file(path);
   LoadedModel m;
   m.be = make_backend(resolve_device(device), world.local_rank());
+  apply_attention(*m.be, "auto", w.config.channels, w.config.num_heads);
   m.model = std::make_unique<GPT>(*m.be, w.config);
   FsdpOptions opt;
   opt.strategy = ShardStrategy::none;

@@ -18,7 +18,7 @@ namespace gpt {
 
 Trainer::Trainer(const TrainOptions& opt, Communicator& world) : opt_(opt), world_(world) {
   check_batch();
-  rt_ = make_runtime(world_, opt_.device, opt_.attention);
+  rt_ = make_runtime(world_, opt_.device, opt_.attention, opt_.model.channels, opt_.model.num_heads);
   make_model_and_engine();
   open_data();
   load_tokenizer();

@@ -1,0 +1,551 @@
+// The cudnn path of causal self-attention (twin of kernels/cpu/attention.cpp, third implementation beside
+// attention.cu and attention_fused.cu): cuDNN's fused flash attention ("SDPA") through the BACKEND descriptors
+// of its graph API (cudnn_graph.h: cudnnBackendCreateDescriptor / SetAttribute / Finalize / Execute). cuDNN
+// recognises the operation graphs below as the flash-attention pattern of its runtime-fusion engines and runs
+// each as fused kernels that never store a (T,T) matrix.
+//
+// The graphs are written node for node as NVIDIA's cuDNN frontend (the "composite" SDPA nodes, for cuDNN
+// before 9.21) lowers sdpa() and sdpa_backward() with a top-left causal mask, an attention scale and stats,
+// and no dropout, bias or padding mask; the engines match that pattern. With s = 1/sqrt(hs), per (b, h),
+// every tensor a (B, NH, ., .) view (attention_cudnn_key.h), f32 = fp32, bf = bf16:
+//   forward                                          backward
+//   S   = q @ kt                  matmul   f32       r    = rowsum(dout * out)               mul, reduce
+//   S   = S * s                   mul      f32       Dsum = r * 1       (non-virtual f32)    mul
+//   S   = causal(S)               (*)      f32       S    = (q @ kt) * s - stats              matmul, mul, sub
+//   M   = rowmax(S)               reduce   f32       S    = causal(S)                         (*)
+//   E   = exp(S - M)              sub, exp f32       P    = exp(S)                            exp      f32
+//   Z   = rowsum(E)               reduce   f32       dv   = reshape(P)^T @ dout   (P^T bf)    reshape, matmul
+//   stats = M + log(Z)  (output)  log, add f32       dS   = (dout @ vt - Dsum) * P * s        matmul, sub, mul, mul
+//   P   = E / Z                   div      bf        dk   = reshape(dS)^T @ q    (dS^T bf)    reshape, matmul
+//   out = P @ v                   matmul   bf        dQa  = dS @ reshape(kt)  (non-virtual f32) reshape, matmul
+//                                                    dq   = dQa                               identity
+// (*) causal(X): row = gen_index(X, axis 2), col = gen_index(X, axis 3) (int32), keep = row >= col
+//     (boolean), X = keep ? X : -inf (binary_select).
+// Reductions run over the last axis ((B, NH, T, T) -> (B, NH, T, 1)); pointwise math is fp32 (boolean for the
+// comparison); the products accumulate in fp32. The scale, -inf and 1 are fp32 scalars passed by value.
+// stats is the attention state: (B, NH, T) fp32, the natural-log log-sum-exp of the scaled scores, the same
+// quantity the fused path keeps.
+//
+// Every cudnnBackendSetAttribute below names its attribute, type and element count at the call; they follow
+// the "Backend Descriptor Types" reference of cuDNN 9 (cudnn_graph library):
+//   TENSOR          DATA_TYPE (DATA_TYPE, 1), DIMENSIONS (INT64, 4), STRIDES (INT64, 4), UNIQUE_ID (INT64, 1),
+//                   BYTE_ALIGNMENT (INT64, 1), IS_VIRTUAL (BOOLEAN, 1), IS_BY_VALUE (BOOLEAN, 1)
+//   POINTWISE       MODE (POINTWISE_MODE, 1), MATH_PREC (DATA_TYPE, 1), AXIS (INT64, 1; gen_index only)
+//   OPERATION_POINTWISE  PW_DESCRIPTOR, XDESC, BDESC, TDESC, YDESC (BACKEND_DESCRIPTOR, 1 each)
+//   REDUCTION       OPERATOR (REDUCTION_OPERATOR_TYPE, 1), COMP_TYPE (DATA_TYPE, 1)
+//   OPERATION_REDUCTION  XDESC, YDESC, DESC (BACKEND_DESCRIPTOR, 1 each)
+//   MATMUL          COMP_TYPE (DATA_TYPE, 1);  OPERATION_MATMUL  ADESC, BDESC, CDESC, DESC (BACKEND_DESCRIPTOR, 1)
+//   OPERATION_RESHAPE    XDESC, YDESC (BACKEND_DESCRIPTOR, 1 each)
+//   OPERATIONGRAPH  HANDLE (HANDLE, 1), OPS (BACKEND_DESCRIPTOR, n)
+//   ENGINEHEUR      OPERATION_GRAPH (BACKEND_DESCRIPTOR, 1), MODE (HEUR_MODE, 1); RESULTS read as
+//                   (BACKEND_DESCRIPTOR, n) into engine-config descriptors the caller created
+//   EXECUTION_PLAN  HANDLE (HANDLE, 1), ENGINE_CONFIG (BACKEND_DESCRIPTOR, 1); WORKSPACE_SIZE read as (INT64, 1)
+//   VARIANT_PACK    UNIQUE_IDS (INT64, n), DATA_POINTERS (VOID_PTR, n), WORKSPACE (VOID_PTR, 1)
+// Every status is checked (CUDNN_CHECK, src/core/cuda_check.h), so a wrong one fails naming the attribute.
+//
+// Plans: one per SdpaKey (direction, dims, strides), built on first use or by plan() from reserve_workspace,
+// so that no step builds one: the operation graph is finalized, the heuristics (mode A, then fallback) list
+// engine configs, and the first whose execution plan finalizes is kept with its workspace size. The
+// descriptors of a plan live as long as the plan.
+//
+// Memory: the plans' workspace and the backward's two non-virtual fp32 tensors (the dQ accumulator and the
+// row terms Dsum) come from the backend's scratch, carved in the order of kernels/sizes.h; nothing here
+// allocates device memory. The dQ accumulator is zeroed before each backward (NVIDIA's frontend leaves that
+// to cuDNN from 9.6 on; the memset is cheap and makes the result independent of that).
+//
+// T = 1 (cuDNN's backward refuses s_q = s_kv = 1) runs a closed form: one key, so P = 1, out = v, the state is
+// the one scaled score s q.k, and the gradient is dv = dout, dq = dk = 0.
+//
+// What only a GPU can verify (nothing here has run on one yet): that cuDNN accepts these graphs (finalize)
+// and its heuristics offer an engine for them; the workspace sizes; that the results meet the bf16 bounds of
+// tests/cuda/test_cuda_attention.cpp; the speed.
+#include "kernels/cuda/attention_cudnn.cuh"
+
+#ifdef GPT_WITH_CUDNN
+#include <cmath>
+#include <deque>
+#include <initializer_list>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/cuda/attention_cudnn_key.h"
+
+namespace gpt::cuda {
+namespace {
+
+// Unique ids of the non-virtual tensors (the variant pack's keys); virtual tensors count up from kVirtual.
+enum Uid : int64_t {
+  kQ = 1, kK, kV, kO, kStats, kScale, kNegInf, kDO, kDQ, kDK, kDV, kOne, kDsum, kDqAccum, kVirtual = 100
+};
+
+constexpr int64_t kAlignment = 16;  // bytes, for every tensor (the frontend's; 16-byte loads on tensor cores)
+
+// A descriptor, destroyed with its owner.
+class Desc {
+ public:
+  explicit Desc(cudnnBackendDescriptorType_t type) { CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &d_)); }
+  Desc(Desc&& o) noexcept : d_(o.d_) { o.d_ = nullptr; }
+  Desc(const Desc&) = delete;
+  Desc& operator=(const Desc&) = delete;
+  Desc& operator=(Desc&&) = delete;
+  ~Desc() {
+    if (d_) cudnnBackendDestroyDescriptor(d_);  // no throwing in a destructor
+  }
+  cudnnBackendDescriptor_t get() const { return d_; }
+
+ private:
+  cudnnBackendDescriptor_t d_ = nullptr;
+};
+
+// cudnnBackendSetAttribute with its status checked; the error names the attribute.
+#define SET_ATTR(desc, attr, type, count, values) \
+  CUDNN_CHECK(cudnnBackendSetAttribute((desc), (attr), (type), (count), (values)))
+
+void finalize(cudnnBackendDescriptor_t d) { CUDNN_CHECK(cudnnBackendFinalize(d)); }
+
+// One execution plan and every descriptor it was built from.
+struct Plan {
+  std::deque<Desc> keep;
+  cudnnBackendDescriptor_t plan = nullptr;
+  int64_t workspace = 0;  // bytes
+};
+
+// Builds one operation graph: tensors and operations, then the plan.
+class Graph {
+ public:
+  explicit Graph(cudnnHandle_t handle) : handle_(handle) {}
+
+  // A tensor of dims/strides `v`; uid kVirtual means a fresh virtual (intermediate) tensor.
+  cudnnBackendDescriptor_t tensor(cudnnDataType_t type, const SdpaView& v, int64_t uid, bool by_value = false) {
+    const bool is_virtual = uid == kVirtual;
+    if (is_virtual) uid = next_virtual_++;
+    Desc& t = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+    SET_ATTR(t.get(), CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
+    SET_ATTR(t.get(), CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, v.dim);
+    SET_ATTR(t.get(), CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, v.stride);
+    SET_ATTR(t.get(), CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+    SET_ATTR(t.get(), CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &kAlignment);
+    SET_ATTR(t.get(), CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
+    SET_ATTR(t.get(), CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value);
+    finalize(t.get());
+    return t.get();
+  }
+  cudnnBackendDescriptor_t virt(cudnnDataType_t type, const SdpaView& v) { return tensor(type, v, kVirtual); }
+  // An fp32 scalar passed by value at execution (its variant-pack pointer is a host float).
+  cudnnBackendDescriptor_t scalar(int64_t uid) {
+    const SdpaView one = {{1, 1, 1, 1}, {1, 1, 1, 1}};
+    return tensor(CUDNN_DATA_FLOAT, one, uid, true);
+  }
+
+  // y = op(x [, b [, t]]); axis only for gen_index.
+  void pointwise(cudnnPointwiseMode_t mode, cudnnDataType_t math, cudnnBackendDescriptor_t x,
+                 cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t t, cudnnBackendDescriptor_t y,
+                 int64_t axis = -1) {
+    Desc& pw = make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+    SET_ATTR(pw.get(), CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
+    SET_ATTR(pw.get(), CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &math);
+    if (axis >= 0) SET_ATTR(pw.get(), CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis);
+    finalize(pw.get());
+    const cudnnBackendDescriptor_t pwd = pw.get();
+    Desc& op = make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+    SET_ATTR(op.get(), CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pwd);
+    SET_ATTR(op.get(), CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+    if (b) SET_ATTR(op.get(), CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
+    if (t) SET_ATTR(op.get(), CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t);
+    SET_ATTR(op.get(), CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    finalize(op.get());
+    ops_.push_back(op.get());
+  }
+  // The fp32 result of a pointwise op on `x`'s shape (or `v`'s).
+  cudnnBackendDescriptor_t unary(cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t x, const SdpaView& v) {
+    cudnnBackendDescriptor_t y = virt(CUDNN_DATA_FLOAT, v);
+    pointwise(mode, CUDNN_DATA_FLOAT, x, nullptr, nullptr, y);
+    return y;
+  }
+  cudnnBackendDescriptor_t binary(cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b,
+                                  const SdpaView& v) {
+    cudnnBackendDescriptor_t y = virt(CUDNN_DATA_FLOAT, v);
+    pointwise(mode, CUDNN_DATA_FLOAT, x, b, nullptr, y);
+    return y;
+  }
+
+  // y (B, NH, T, 1) = reduce(x) over the last axis, fp32.
+  void reduction(cudnnReduceTensorOp_t op_kind, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y) {
+    const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+    Desc& red = make(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
+    SET_ATTR(red.get(), CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &op_kind);
+    SET_ATTR(red.get(), CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
+    finalize(red.get());
+    const cudnnBackendDescriptor_t rd = red.get();
+    Desc& op = make(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
+    SET_ATTR(op.get(), CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+    SET_ATTR(op.get(), CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    SET_ATTR(op.get(), CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &rd);
+    finalize(op.get());
+    ops_.push_back(op.get());
+  }
+
+  // c = a @ b over the last two axes (batched over the first two), fp32 accumulation.
+  void matmul(cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t c) {
+    const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+    Desc& mm = make(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
+    SET_ATTR(mm.get(), CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
+    finalize(mm.get());
+    const cudnnBackendDescriptor_t mmd = mm.get();
+    Desc& op = make(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
+    SET_ATTR(op.get(), CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a);
+    SET_ATTR(op.get(), CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
+    SET_ATTR(op.get(), CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c);
+    SET_ATTR(op.get(), CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mmd);
+    finalize(op.get());
+    ops_.push_back(op.get());
+  }
+
+  // y = x seen through y's dims and strides (a transpose here).
+  void reshape(cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y) {
+    Desc& op = make(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
+    SET_ATTR(op.get(), CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+    SET_ATTR(op.get(), CUDNN_ATTR_OPERATION_RESHAPE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    finalize(op.get());
+    ops_.push_back(op.get());
+  }
+
+  // keep ? x : -inf, keep = (row index >= column index) over the (T, T) scores x of view v.
+  cudnnBackendDescriptor_t causal_mask(cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t neg_inf,
+                                       const SdpaView& v) {
+    cudnnBackendDescriptor_t row = virt(CUDNN_DATA_INT32, v), col = virt(CUDNN_DATA_INT32, v);
+    pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, x, nullptr, nullptr, row, 2);
+    pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, x, nullptr, nullptr, col, 3);
+    cudnnBackendDescriptor_t keep = virt(CUDNN_DATA_BOOLEAN, v);
+    pointwise(CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, row, col, nullptr, keep);
+    cudnnBackendDescriptor_t y = virt(CUDNN_DATA_FLOAT, v);
+    pointwise(CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, x, neg_inf, keep, y);
+    return y;
+  }
+
+  // The operation graph, then the first engine config (heuristics mode A, then fallback) whose execution
+  // plan finalizes. `what` names the graph in errors.
+  Plan build(const char* what) {
+    Plan p;
+    Desc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+    SET_ATTR(graph.get(), CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_);
+    SET_ATTR(graph.get(), CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, (int64_t)ops_.size(),
+             ops_.data());
+    finalize(graph.get());
+    const cudnnBackendDescriptor_t gd = graph.get();
+    cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
+    int64_t tried = 0;
+    for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+      Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+      SET_ATTR(heur.get(), CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &gd);
+      SET_ATTR(heur.get(), CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+      last = cudnnBackendFinalize(heur.get());
+      if (last != CUDNN_STATUS_SUCCESS) continue;
+      int64_t count = 0;
+      CUDNN_CHECK(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                           0, &count, nullptr));
+      if (count <= 0) continue;
+      std::vector<Desc> configs;
+      std::vector<cudnnBackendDescriptor_t> raw;
+      for (int64_t i = 0; i < count; i++) {
+        configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+        raw.push_back(configs.back().get());
+      }
+      int64_t got = 0;
+      CUDNN_CHECK(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                           count, &got, raw.data()));
+      for (int64_t i = 0; i < got && i < count; i++) {
+        tried++;
+        Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+        SET_ATTR(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_);
+        SET_ATTR(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw[i]);
+        last = cudnnBackendFinalize(plan.get());
+        if (last != CUDNN_STATUS_SUCCESS) continue;  // this engine does not take the graph: try the next
+        int64_t n = 0;
+        CUDNN_CHECK(cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
+                                             1, &n, &p.workspace));
+        GPT_CHECK(p.workspace >= 0, "cuDNN ", what, " attention: negative workspace size ", p.workspace);
+        p.plan = plan.get();
+        p.keep = std::move(keep_);
+        p.keep.push_back(std::move(graph));
+        p.keep.push_back(std::move(configs[i]));
+        p.keep.push_back(std::move(plan));
+        return p;
+      }
+    }
+    char msg[512] = {0};
+    cudnnGetLastErrorString(msg, sizeof msg);
+    fail("cuDNN has no engine for the ", what, " attention graph on this GPU (", tried, " engine configs tried, last ",
+         "status ", cudnnGetErrorString(last), msg[0] ? ": " : "", msg, ")");
+  }
+
+ private:
+  Desc& make(cudnnBackendDescriptorType_t type) {
+    keep_.emplace_back(type);
+    return keep_.back();
+  }
+
+  cudnnHandle_t handle_;
+  std::deque<Desc> keep_;  // a deque: references returned by make() stay valid
+  std::vector<cudnnBackendDescriptor_t> ops_;
+  int64_t next_virtual_ = kVirtual;
+};
+
+// The (T, T) scores of every head, packed, and their transpose; the (T, 1) row reductions; the heads packed.
+SdpaView scores_view(int64_t B, int64_t NH, int64_t T) { return {{B, NH, T, T}, {NH * T * T, T * T, T, 1}}; }
+SdpaView scores_t_view(int64_t B, int64_t NH, int64_t T) { return {{B, NH, T, T}, {NH * T * T, T * T, 1, T}}; }
+SdpaView rows_view(int64_t B, int64_t NH, int64_t T) { return {{B, NH, T, 1}, {NH * T, T, 1, 1}}; }
+SdpaView heads_view(int64_t B, int64_t NH, int64_t T, int64_t hs) {
+  return {{B, NH, T, hs}, {NH * T * hs, T * hs, hs, 1}};
+}
+// k as (B, NH, T, hs) from its transposed view: the same memory, dims and strides of the last two swapped.
+SdpaView untransposed(const SdpaView& t) {
+  return {{t.dim[0], t.dim[1], t.dim[3], t.dim[2]}, {t.stride[0], t.stride[1], t.stride[3], t.stride[2]}};
+}
+
+Plan build_forward(cudnnHandle_t handle, const SdpaLayout& l) {
+  const int64_t B = l.q.dim[0], NH = l.q.dim[1], T = l.q.dim[2];
+  const SdpaView sc = scores_view(B, NH, T), rows = rows_view(B, NH, T);
+  Graph g(handle);
+  auto q = g.tensor(CUDNN_DATA_BFLOAT16, l.q, kQ);
+  auto kt = g.tensor(CUDNN_DATA_BFLOAT16, l.kt, kK);
+  auto v = g.tensor(CUDNN_DATA_BFLOAT16, l.v, kV);
+  auto o = g.tensor(CUDNN_DATA_BFLOAT16, l.o, kO);
+  auto stats = g.tensor(CUDNN_DATA_FLOAT, l.stats, kStats);
+  auto scale = g.scalar(kScale), neg_inf = g.scalar(kNegInf);
+
+  auto s = g.virt(CUDNN_DATA_FLOAT, sc);
+  g.matmul(q, kt, s);
+  s = g.binary(CUDNN_POINTWISE_MUL, s, scale, sc);
+  s = g.causal_mask(s, neg_inf, sc);
+  auto m = g.virt(CUDNN_DATA_FLOAT, rows);
+  g.reduction(CUDNN_REDUCE_TENSOR_MAX, s, m);
+  auto e = g.unary(CUDNN_POINTWISE_EXP, g.binary(CUDNN_POINTWISE_SUB, s, m, sc), sc);
+  auto z = g.virt(CUDNN_DATA_FLOAT, rows);
+  g.reduction(CUDNN_REDUCE_TENSOR_ADD, e, z);
+  g.pointwise(CUDNN_POINTWISE_ADD, CUDNN_DATA_FLOAT, m, g.unary(CUDNN_POINTWISE_LOG, z, rows), nullptr, stats);
+  auto p = g.virt(CUDNN_DATA_BFLOAT16, sc);  // the probabilities enter the second product as bf16
+  g.pointwise(CUDNN_POINTWISE_DIV, CUDNN_DATA_FLOAT, e, z, nullptr, p);
+  g.matmul(p, v, o);
+  return g.build("forward");
+}
+
+Plan build_backward(cudnnHandle_t handle, const SdpaLayout& l) {
+  const int64_t B = l.q.dim[0], NH = l.q.dim[1], T = l.q.dim[2], hs = l.q.dim[3];
+  const SdpaView sc = scores_view(B, NH, T), sct = scores_t_view(B, NH, T), rows = rows_view(B, NH, T);
+  const SdpaView heads = heads_view(B, NH, T, hs);
+  Graph g(handle);
+  auto q = g.tensor(CUDNN_DATA_BFLOAT16, l.q, kQ);
+  auto kt = g.tensor(CUDNN_DATA_BFLOAT16, l.kt, kK);
+  auto vt = g.tensor(CUDNN_DATA_BFLOAT16, l.vt, kV);
+  auto o = g.tensor(CUDNN_DATA_BFLOAT16, l.o, kO);
+  auto dout = g.tensor(CUDNN_DATA_BFLOAT16, l.o, kDO);
+  auto stats = g.tensor(CUDNN_DATA_FLOAT, l.stats, kStats);
+  auto dq = g.tensor(CUDNN_DATA_BFLOAT16, l.q, kDQ);
+  auto dk = g.tensor(CUDNN_DATA_BFLOAT16, l.k, kDK);
+  auto dv = g.tensor(CUDNN_DATA_BFLOAT16, l.v, kDV);
+  auto dsum = g.tensor(CUDNN_DATA_FLOAT, rows, kDsum);
+  auto dq_accum = g.tensor(CUDNN_DATA_FLOAT, heads, kDqAccum);
+  auto scale = g.scalar(kScale), neg_inf = g.scalar(kNegInf), one = g.scalar(kOne);
+
+  // Dsum = rowsum(dout * out), the softmax-gradient row terms
+  auto r = g.virt(CUDNN_DATA_FLOAT, rows);
+  g.reduction(CUDNN_REDUCE_TENSOR_ADD, g.binary(CUDNN_POINTWISE_MUL, dout, o, heads), r);
+  g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, r, one, nullptr, dsum);
+  // P = exp(causal(s q kt - stats))
+  auto s = g.virt(CUDNN_DATA_FLOAT, sc);
+  g.matmul(q, kt, s);
+  s = g.binary(CUDNN_POINTWISE_MUL, s, scale, sc);
+  s = g.binary(CUDNN_POINTWISE_SUB, s, stats, sc);
+  s = g.causal_mask(s, neg_inf, sc);
+  auto p = g.unary(CUDNN_POINTWISE_EXP, s, sc);
+  // dv = P^T dout
+  auto pt = g.virt(CUDNN_DATA_BFLOAT16, sct);
+  g.reshape(p, pt);
+  g.matmul(pt, dout, dv);
+  // dS = s P (dout vt - Dsum)
+  auto dp = g.virt(CUDNN_DATA_FLOAT, sc);
+  g.matmul(dout, vt, dp);
+  auto ds = g.binary(CUDNN_POINTWISE_MUL, g.binary(CUDNN_POINTWISE_SUB, dp, dsum, sc), p, sc);
+  ds = g.binary(CUDNN_POINTWISE_MUL, ds, scale, sc);
+  // dk = dS^T q
+  auto dst = g.virt(CUDNN_DATA_BFLOAT16, sct);
+  g.reshape(ds, dst);
+  g.matmul(dst, q, dk);
+  // dq = dS k, accumulated in fp32
+  auto k = g.virt(CUDNN_DATA_FLOAT, untransposed(l.kt));
+  g.reshape(kt, k);
+  g.matmul(ds, k, dq_accum);
+  g.pointwise(CUDNN_POINTWISE_IDENTITY, CUDNN_DATA_FLOAT, dq_accum, nullptr, nullptr, dq);
+  return g.build("backward");
+}
+
+// ---- T = 1: the closed form -----------------------------------------------------------------------------
+// One warp per (b, h): out = v, lse = s q.k.
+__global__ void closed_form_forward_kernel(bf16* out, float* lse, const bf16* qkv, int BH, int NH, int hs,
+                                           float scale) {
+  const int bh = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  if (bh >= BH) return;  // uniform per warp
+  const int b = bh / NH, h = bh % NH, C = NH * hs;
+  const bf16* q = qkv + static_cast<size_t>(b) * 3 * C + static_cast<size_t>(h) * hs;
+  const bf16 *k = q + C, *v = q + 2 * C;
+  bf16* y = out + static_cast<size_t>(b) * C + static_cast<size_t>(h) * hs;
+  float dot = 0.0f;
+  for (int d = lane; d < hs; d += kWarp) {
+    dot += to_f32(q[d]) * to_f32(k[d]);
+    y[d] = v[d];
+  }
+  dot = warp_sum(dot);
+  if (lane == 0) lse[bh] = scale * dot;
+}
+
+// dqkv (B, 3C): the q and k parts zero, the v part dout.
+__global__ void closed_form_backward_kernel(bf16* dqkv, const bf16* dout, size_t total, int C) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const size_t b = i / (3 * static_cast<size_t>(C));
+    const int col = static_cast<int>(i % (3 * static_cast<size_t>(C)));
+    dqkv[i] = col < 2 * C ? to_bf16(0.0f) : dout[b * C + (col - 2 * C)];
+  }
+}
+
+// Largest power of two (<= 256) dividing the address.
+int64_t alignment_of(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  int64_t al = 256;
+  while (al > 1 && a % al != 0) al /= 2;
+  return al;
+}
+
+void check_aligned(const char* what, std::initializer_list<const void*> ptrs) {
+  for (const void* p : ptrs)
+    GPT_CHECK(alignment_of(p) >= kAlignment, "cuDNN ", what, " attention: a tensor at ", p, " is not ", kAlignment,
+              "-byte aligned (the plans are built for ", kAlignment, ")");
+}
+
+int head_size(int C, int NH) {
+  GPT_CHECK(NH > 0 && C % NH == 0, "cuda attention: channels ", C, " not divisible by heads ", NH);
+  return C / NH;
+}
+
+}  // namespace
+
+struct CudnnAttention::Impl {
+  cudnnHandle_t handle = nullptr;
+  cudaStream_t stream = nullptr;
+  std::unordered_map<SdpaKey, Plan, SdpaKeyHash> plans;
+
+  const Plan& get(bool backward, const SdpaLayout& l) {
+    const SdpaKey key = sdpa_key(backward, l);
+    auto it = plans.find(key);
+    if (it != plans.end()) return it->second;
+    Plan p = backward ? build_backward(handle, l) : build_forward(handle, l);
+    return plans.emplace(key, std::move(p)).first->second;
+  }
+};
+
+CudnnAttention::CudnnAttention(cudaStream_t stream) : impl_(std::make_unique<Impl>()) {
+  CUDNN_CHECK(cudnnCreate(&impl_->handle));
+  impl_->stream = stream;
+  CUDNN_CHECK(cudnnSetStream(impl_->handle, stream));
+}
+
+CudnnAttention::~CudnnAttention() {
+  impl_->plans.clear();  // the plans' descriptors go before the handle
+  if (impl_->handle) cudnnDestroy(impl_->handle);
+}
+
+size_t CudnnAttention::plan_count() const { return impl_->plans.size(); }
+
+CudnnAttentionTarget CudnnAttention::target(int device) {
+  CudnnAttentionTarget t;
+  t.built = true;
+  CUDA_CHECK(cudaDeviceGetAttribute(&t.cc_major, cudaDevAttrComputeCapabilityMajor, device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&t.cc_minor, cudaDevAttrComputeCapabilityMinor, device));
+  t.version = static_cast<long long>(cudnnGetVersion());
+  return t;
+}
+
+CudnnPlanWorkspace CudnnAttention::plan(int B, int T, int C, int NH) {
+  const int hs = head_size(C, NH);
+  CudnnPlanWorkspace ws;
+  if (B == 0 || T == 0 || cudnn_attention_closed_form(T)) return ws;
+  const SdpaLayout l = packed_sdpa_layout(B, T, NH, hs);
+  ws.forward = impl_->get(false, l).workspace;
+  ws.backward = impl_->get(true, l).workspace;
+  return ws;
+}
+
+void CudnnAttention::forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH, void* scratch,
+                             size_t scratch_bytes, cudaStream_t stream) {
+  const int hs = head_size(C, NH);
+  if (B == 0 || T == 0) return;
+  GPT_CHECK(stream == impl_->stream, "cuDNN attention: called on another stream than its handle's");
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  if (cudnn_attention_closed_form(T)) {
+    const int BH = B * NH, warps = 4;
+    closed_form_forward_kernel<<<static_cast<unsigned>(ceil_div(BH, warps)), warps * kWarp, 0, stream>>>(
+        out, lse, qkv, BH, NH, hs, scale);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
+  const SdpaLayout l = packed_sdpa_layout(B, T, NH, hs);
+  const Plan& p = impl_->get(false, l);
+  const int64_t need = cudnn_attention_forward_scratch_bytes(CudnnPlanWorkspace{p.workspace, 0});
+  GPT_CHECK((int64_t)scratch_bytes >= need, "cuDNN forward attention: needs ", need, " bytes of scratch, got ",
+            scratch_bytes);
+  const bf16 *k = qkv + l.k_offset, *v = qkv + l.v_offset;
+  check_aligned("forward", {qkv, k, v, out, lse});
+  float neg_inf = -INFINITY;
+  float s = scale;
+  int64_t uids[] = {kQ, kK, kV, kO, kStats, kScale, kNegInf};
+  void* ptrs[] = {const_cast<bf16*>(qkv), const_cast<bf16*>(k), const_cast<bf16*>(v), out, lse, &s, &neg_inf};
+  Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  SET_ATTR(pack.get(), CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 7, uids);
+  SET_ATTR(pack.get(), CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 7, ptrs);
+  SET_ATTR(pack.get(), CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &scratch);
+  finalize(pack.get());
+  CUDNN_CHECK(cudnnBackendExecute(impl_->handle, p.plan, pack.get()));
+}
+
+void CudnnAttention::backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, int B,
+                              int T, int C, int NH, void* scratch, size_t scratch_bytes, cudaStream_t stream) {
+  const int hs = head_size(C, NH);
+  if (B == 0 || T == 0) return;
+  GPT_CHECK(stream == impl_->stream, "cuDNN attention: called on another stream than its handle's");
+  if (cudnn_attention_closed_form(T)) {
+    const size_t total = static_cast<size_t>(B) * 3 * C;
+    closed_form_backward_kernel<<<grid_for(total, 256), 256, 0, stream>>>(dqkv, dout, total, C);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
+  const SdpaLayout l = packed_sdpa_layout(B, T, NH, hs);
+  const Plan& p = impl_->get(true, l);
+  const CudnnPlanWorkspace ws = {0, p.workspace};
+  const int64_t need = cudnn_attention_backward_scratch_bytes(B, T, C, NH, ws);
+  GPT_CHECK((int64_t)scratch_bytes >= need, "cuDNN backward attention: needs ", need, " bytes of scratch, got ",
+            scratch_bytes);
+  // scratch: dQ accumulator (B, NH, T, hs) fp32 | Dsum (B, NH, T) fp32 | the plan's workspace
+  char* base = static_cast<char*>(scratch);
+  float* dq_accum = reinterpret_cast<float*>(base);
+  float* dsum = reinterpret_cast<float*>(base + cudnn_attention_dq_accum_bytes(B, T, C));
+  void* workspace = base + cudnn_attention_dq_accum_bytes(B, T, C) + cudnn_attention_softmax_sum_bytes(B, T, NH);
+  CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, static_cast<size_t>(B) * T * C * sizeof(float), stream));
+  const bf16 *k = qkv + l.k_offset, *v = qkv + l.v_offset;
+  bf16 *dk = dqkv + l.k_offset, *dv = dqkv + l.v_offset;
+  check_aligned("backward", {qkv, k, v, out, dout, lse, dqkv, dk, dv, dq_accum, dsum});
+  float s = 1.0f / std::sqrt(static_cast<float>(hs)), neg_inf = -INFINITY, one = 1.0f;
+  int64_t uids[] = {kQ, kK, kV, kO, kDO, kStats, kScale, kNegInf, kOne, kDQ, kDK, kDV, kDsum, kDqAccum};
+  void* ptrs[] = {const_cast<bf16*>(qkv), const_cast<bf16*>(k), const_cast<bf16*>(v), const_cast<bf16*>(out),
+                  const_cast<bf16*>(dout), const_cast<float*>(lse), &s, &neg_inf, &one, dqkv, dk, dv, dsum,
+                  dq_accum};
+  Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  SET_ATTR(pack.get(), CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 14, uids);
+  SET_ATTR(pack.get(), CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 14, ptrs);
+  SET_ATTR(pack.get(), CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
+  finalize(pack.get());
+  CUDNN_CHECK(cudnnBackendExecute(impl_->handle, p.plan, pack.get()));
+}
+
+}  // namespace gpt::cuda
+#endif  // GPT_WITH_CUDNN
