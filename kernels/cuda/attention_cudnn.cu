@@ -51,23 +51,30 @@
 // Memory: the plans' workspace and the backward's two non-virtual fp32 tensors (the dQ accumulator and the
 // row terms Dsum) come from the backend's scratch, carved in the order of kernels/sizes.h; nothing here
 // allocates device memory. The dQ accumulator is zeroed before each backward (NVIDIA's frontend leaves that
-// to cuDNN from 9.6 on; the memset is cheap and makes the result independent of that).
+// to cuDNN from 9.6 on; the memset is cheap and makes the result independent of that). The order in which the
+// engine adds into it is the engine's: unlike the fused path, backward need not be bit-for-bit repeatable
+// (NVIDIA's frontend builds another graph, through a dP workspace, when asked for determinism).
 //
 // T = 1 (cuDNN's backward refuses s_q = s_kv = 1) runs a closed form: one key, so P = 1, out = v, the state is
 // the one scaled score s q.k, and the gradient is dv = dout, dq = dk = 0.
 //
-// What only a GPU can verify (nothing here has run on one yet): that cuDNN accepts these graphs (finalize)
-// and its heuristics offer an engine for them; the workspace sizes; that the results meet the bf16 bounds of
-// tests/cuda/test_cuda_attention.cpp; the speed.
+// Checked without a GPU (tests/cuda/test_cuda_cudnn_graphs.cpp, cuDNN's deviceless planning for an H200 and
+// an A100 described in JSON, cudnn_attention_deviceless_check): every descriptor and attribute is accepted,
+// cuDNN's flash-attention engines offer themselves for both graphs at every head size the rules allow (and
+// for none the rules refuse), and their kernels compile. What only a GPU can verify (nothing here has run on
+// one yet): loading and running those kernels, that the results meet the bf16 bounds of
+// tests/cuda/test_cuda_attention.cpp, the workspace the plans take on the real GPU and cuDNN, the speed.
 #include "kernels/cuda/attention_cudnn.cuh"
 
 #ifdef GPT_WITH_CUDNN
+#include <algorithm>
 #include <cmath>
 #include <deque>
 #include <initializer_list>
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/cuda/attention_cudnn_check.h"
 #include "kernels/cuda/attention_cudnn_key.h"
 
 namespace gpt::cuda {
@@ -110,10 +117,27 @@ struct Plan {
   int64_t workspace = 0;  // bytes
 };
 
+// Whom plans are built for: the GPU of a handle, or (deviceless, cuDNN 9.8 and newer) the device a
+// CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR describes (cudnn_attention_deviceless_check).
+struct Target {
+  cudnnHandle_t handle = nullptr;
+  cudnnBackendDescriptor_t device = nullptr;
+};
+
+// cuDNN's last message, on one line.
+std::string last_cudnn_message() {
+  char msg[1024] = {0};
+  cudnnGetLastErrorString(msg, sizeof msg);
+  std::string m(msg);
+  for (char& c : m)
+    if (c == '\n') c = ' ';
+  return m;
+}
+
 // Builds one operation graph: tensors and operations, then the plan.
 class Graph {
  public:
-  explicit Graph(cudnnHandle_t handle) : handle_(handle) {}
+  explicit Graph(Target target) : target_(target) {}
 
   // A tensor of dims/strides `v`; uid kVirtual means a fresh virtual (intermediate) tensor.
   cudnnBackendDescriptor_t tensor(cudnnDataType_t type, const SdpaView& v, int64_t uid, bool by_value = false) {
@@ -223,60 +247,83 @@ class Graph {
     return y;
   }
 
-  // The operation graph, then the first engine config (heuristics mode A, then fallback) whose execution
-  // plan finalizes. `what` names the graph in errors.
+  // The operation graph, finalized once.
+  cudnnBackendDescriptor_t op_graph() {
+    if (graph_) return graph_;
+    Desc& g = make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+    if (target_.handle) SET_ATTR(g.get(), CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &target_.handle);
+    SET_ATTR(g.get(), CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, (int64_t)ops_.size(), ops_.data());
+    finalize(g.get());
+    return graph_ = g.get();
+  }
+
+  // The engine configs cuDNN's heuristics in `mode` offer for the graph, best first (empty when none; the
+  // heuristics' own finalize status in *status).
+  std::vector<Desc> engine_configs(cudnnBackendHeurMode_t mode, cudnnStatus_t* status) {
+    const cudnnBackendDescriptor_t gd = op_graph();
+    Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    SET_ATTR(heur.get(), CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &gd);
+    SET_ATTR(heur.get(), CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+    if (target_.device)
+      SET_ATTR(heur.get(), CUDNN_ATTR_ENGINEHEUR_DEVICEPROP, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &target_.device);
+    std::vector<Desc> configs;
+    *status = cudnnBackendFinalize(heur.get());
+    if (*status != CUDNN_STATUS_SUCCESS) return configs;
+    int64_t count = 0;
+    CUDNN_CHECK(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                                         &count, nullptr));
+    std::vector<cudnnBackendDescriptor_t> raw;
+    for (int64_t i = 0; i < count; i++) {
+      configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+      raw.push_back(configs.back().get());
+    }
+    int64_t got = 0;
+    if (count > 0)
+      CUDNN_CHECK(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                           count, &got, raw.data()));
+    while ((int64_t)configs.size() > std::max<int64_t>(got, 0)) configs.pop_back();
+    return configs;
+  }
+
+  // The execution plan of one engine config; *status says whether it finalized (the engine takes the graph
+  // and its kernels compiled and loaded).
+  Desc plan_for(cudnnBackendDescriptor_t config, cudnnStatus_t* status) {
+    Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    if (target_.handle)
+      SET_ATTR(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &target_.handle);
+    if (target_.device)
+      SET_ATTR(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &target_.device);
+    SET_ATTR(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &config);
+    *status = cudnnBackendFinalize(plan.get());
+    return plan;
+  }
+
+  // The first engine config (heuristics mode A, then fallback) whose execution plan finalizes, with its
+  // workspace size and every descriptor it was built from. `what` names the graph in errors.
   Plan build(const char* what) {
-    Plan p;
-    Desc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-    SET_ATTR(graph.get(), CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_);
-    SET_ATTR(graph.get(), CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, (int64_t)ops_.size(),
-             ops_.data());
-    finalize(graph.get());
-    const cudnnBackendDescriptor_t gd = graph.get();
     cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
     int64_t tried = 0;
     for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-      Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-      SET_ATTR(heur.get(), CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &gd);
-      SET_ATTR(heur.get(), CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
-      last = cudnnBackendFinalize(heur.get());
-      if (last != CUDNN_STATUS_SUCCESS) continue;
-      int64_t count = 0;
-      CUDNN_CHECK(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                           0, &count, nullptr));
-      if (count <= 0) continue;
-      std::vector<Desc> configs;
-      std::vector<cudnnBackendDescriptor_t> raw;
-      for (int64_t i = 0; i < count; i++) {
-        configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-        raw.push_back(configs.back().get());
-      }
-      int64_t got = 0;
-      CUDNN_CHECK(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                           count, &got, raw.data()));
-      for (int64_t i = 0; i < got && i < count; i++) {
+      std::vector<Desc> configs = engine_configs(mode, &last);
+      for (Desc& config : configs) {
         tried++;
-        Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-        SET_ATTR(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_);
-        SET_ATTR(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw[i]);
-        last = cudnnBackendFinalize(plan.get());
+        Desc plan = plan_for(config.get(), &last);
         if (last != CUDNN_STATUS_SUCCESS) continue;  // this engine does not take the graph: try the next
+        Plan p;
         int64_t n = 0;
         CUDNN_CHECK(cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
                                              1, &n, &p.workspace));
         GPT_CHECK(p.workspace >= 0, "cuDNN ", what, " attention: negative workspace size ", p.workspace);
         p.plan = plan.get();
         p.keep = std::move(keep_);
-        p.keep.push_back(std::move(graph));
-        p.keep.push_back(std::move(configs[i]));
+        p.keep.push_back(std::move(config));
         p.keep.push_back(std::move(plan));
         return p;
       }
     }
-    char msg[512] = {0};
-    cudnnGetLastErrorString(msg, sizeof msg);
+    const std::string msg = last_cudnn_message();
     fail("cuDNN has no engine for the ", what, " attention graph on this GPU (", tried, " engine configs tried, last ",
-         "status ", cudnnGetErrorString(last), msg[0] ? ": " : "", msg, ")");
+         "status ", cudnnGetErrorString(last), msg.empty() ? "" : ": ", msg, ")");
   }
 
  private:
@@ -285,9 +332,10 @@ class Graph {
     return keep_.back();
   }
 
-  cudnnHandle_t handle_;
+  Target target_;
   std::deque<Desc> keep_;  // a deque: references returned by make() stay valid
   std::vector<cudnnBackendDescriptor_t> ops_;
+  cudnnBackendDescriptor_t graph_ = nullptr;  // the finalized operation graph (in keep_)
   int64_t next_virtual_ = kVirtual;
 };
 
@@ -303,10 +351,10 @@ SdpaView untransposed(const SdpaView& t) {
   return {{t.dim[0], t.dim[1], t.dim[3], t.dim[2]}, {t.stride[0], t.stride[1], t.stride[3], t.stride[2]}};
 }
 
-Plan build_forward(cudnnHandle_t handle, const SdpaLayout& l) {
+// The operation graphs (top of file) of forward and backward, into g.
+void forward_graph(Graph& g, const SdpaLayout& l) {
   const int64_t B = l.q.dim[0], NH = l.q.dim[1], T = l.q.dim[2];
   const SdpaView sc = scores_view(B, NH, T), rows = rows_view(B, NH, T);
-  Graph g(handle);
   auto q = g.tensor(CUDNN_DATA_BFLOAT16, l.q, kQ);
   auto kt = g.tensor(CUDNN_DATA_BFLOAT16, l.kt, kK);
   auto v = g.tensor(CUDNN_DATA_BFLOAT16, l.v, kV);
@@ -327,14 +375,12 @@ Plan build_forward(cudnnHandle_t handle, const SdpaLayout& l) {
   auto p = g.virt(CUDNN_DATA_BFLOAT16, sc);  // the probabilities enter the second product as bf16
   g.pointwise(CUDNN_POINTWISE_DIV, CUDNN_DATA_FLOAT, e, z, nullptr, p);
   g.matmul(p, v, o);
-  return g.build("forward");
 }
 
-Plan build_backward(cudnnHandle_t handle, const SdpaLayout& l) {
+void backward_graph(Graph& g, const SdpaLayout& l) {
   const int64_t B = l.q.dim[0], NH = l.q.dim[1], T = l.q.dim[2], hs = l.q.dim[3];
   const SdpaView sc = scores_view(B, NH, T), sct = scores_t_view(B, NH, T), rows = rows_view(B, NH, T);
   const SdpaView heads = heads_view(B, NH, T, hs);
-  Graph g(handle);
   auto q = g.tensor(CUDNN_DATA_BFLOAT16, l.q, kQ);
   auto kt = g.tensor(CUDNN_DATA_BFLOAT16, l.kt, kK);
   auto vt = g.tensor(CUDNN_DATA_BFLOAT16, l.vt, kV);
@@ -377,7 +423,38 @@ Plan build_backward(cudnnHandle_t handle, const SdpaLayout& l) {
   g.reshape(kt, k);
   g.matmul(ds, k, dq_accum);
   g.pointwise(CUDNN_POINTWISE_IDENTITY, CUDNN_DATA_FLOAT, dq_accum, nullptr, nullptr, dq);
-  return g.build("backward");
+}
+
+Plan build_plan(cudnnHandle_t handle, bool backward, const SdpaLayout& l) {
+  Graph g(Target{handle, nullptr});
+  if (backward) {
+    backward_graph(g, l);
+    return g.build("backward");
+  }
+  forward_graph(g, l);
+  return g.build("forward");
+}
+
+// What cuDNN makes of a graph: the heuristics' offers and the first offer's workspace and plan.
+CudnnGraphCheck check_graph(Graph& g) {
+  CudnnGraphCheck r;
+  cudnnStatus_t st = CUDNN_STATUS_NOT_SUPPORTED;
+  for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+    std::vector<Desc> configs = g.engine_configs(mode, &st);
+    if (configs.empty()) continue;
+    r.configs = (long long)configs.size();
+    int64_t ws = -1, n = 0;
+    CUDNN_CHECK(cudnnBackendGetAttribute(configs[0].get(), CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
+                                         &n, &ws));
+    r.workspace = (long long)ws;
+    Desc plan = g.plan_for(configs[0].get(), &st);
+    r.plan_status = (int)st;
+    r.plan_status_name = cudnnGetErrorString(st);
+    r.message = last_cudnn_message();
+    return r;
+  }
+  r.message = last_cudnn_message();
+  return r;
 }
 
 // ---- T = 1: the closed form -----------------------------------------------------------------------------
@@ -439,7 +516,7 @@ struct CudnnAttention::Impl {
     const SdpaKey key = sdpa_key(backward, l);
     auto it = plans.find(key);
     if (it != plans.end()) return it->second;
-    Plan p = backward ? build_backward(handle, l) : build_forward(handle, l);
+    Plan p = build_plan(handle, backward, l);
     return plans.emplace(key, std::move(p)).first->second;
   }
 };
@@ -545,6 +622,24 @@ void CudnnAttention::backward(bf16* dqkv, const bf16* dout, const bf16* qkv, con
   SET_ATTR(pack.get(), CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
   finalize(pack.get());
   CUDNN_CHECK(cudnnBackendExecute(impl_->handle, p.plan, pack.get()));
+}
+
+CudnnDevicelessCheck cudnn_attention_deviceless_check(int B, int T, int C, int NH, const std::string& device_json) {
+  const int hs = head_size(C, NH);
+  GPT_CHECK(B >= 1 && T >= 2, "cuDNN deviceless check: needs B >= 1 and T >= 2 (T = 1 has no plans), got B=", B,
+            " T=", T);
+  Desc device(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR);
+  SET_ATTR(device.get(), CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, (int64_t)device_json.size(),
+           device_json.data());
+  finalize(device.get());
+  const SdpaLayout l = packed_sdpa_layout(B, T, NH, hs);
+  CudnnDevicelessCheck r;
+  Graph fwd(Target{nullptr, device.get()}), bwd(Target{nullptr, device.get()});
+  forward_graph(fwd, l);
+  backward_graph(bwd, l);
+  r.forward = check_graph(fwd);
+  r.backward = check_graph(bwd);
+  return r;
 }
 
 }  // namespace gpt::cuda

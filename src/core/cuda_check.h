@@ -24,6 +24,8 @@ namespace gpt::detail {
 [[noreturn]] inline void cudnn_fail(cudnnStatus_t s, const char* expr, const char* file, int line) {
   char last[512] = {0};
   cudnnGetLastErrorString(last, sizeof last);
+  for (char& c : last)
+    if (c == '\n') c = ' ';  // one line
   ::gpt::fail(file, ":", line, ": cuDNN error ", cudnnGetErrorString(s), " (", static_cast<int>(s), ") in ", expr,
               last[0] ? ": " : "", last);
 }
