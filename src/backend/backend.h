@@ -49,6 +49,9 @@ class Backend {
   // The device's peak FLOP/s for MFU: cpu measures an sgemm (about 0.25 s, once per backend), cuda names
   // the GPU's dense bf16 peak (src/backend/peak_flops.h).
   virtual PeakFlops peak_flops() const = 0;
+  // Bytes the device can still give (cudaMemGetInfo's free on cuda); -1 where the device domain is host
+  // memory (cpu), for the pre-flight check.
+  virtual int64_t device_memory_free() const { return -1; }
   // Reserves the scratch that ops with temporaries need for the largest shapes a model runs (attention at
   // B, T, C, NH; layernorm backward over B*T rows of C; the bias gradient of a matmul with up to max_bias_oc
   // output channels), tagged workspace, so no step allocates. Afterwards an op that needs more fails with

@@ -127,6 +127,7 @@ class MpiCommunicator : public Communicator {
     MPI_Comm node;  // the ranks of comm_ that share this node's memory, ordered by their rank in comm_
     MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
     MPI_CHECK(MPI_Comm_rank(node, &local_rank_));
+    MPI_CHECK(MPI_Comm_size(node, &local_size_));
     MPI_CHECK(MPI_Comm_free(&node));
   }
   ~MpiCommunicator() override {
@@ -138,6 +139,7 @@ class MpiCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int world() const override { return world_; }
   int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
 
   WorkPtr all_gather_async(void* out, const void* in, size_t count, DType dt) override;
   WorkPtr reduce_scatter_async(void* out, const void* in, size_t count, DType dt, ReduceOp op) override;
@@ -173,7 +175,7 @@ class MpiCommunicator : public Communicator {
   }
 
   MPI_Comm comm_;
-  int rank_ = 0, world_ = 1, local_rank_ = 0;
+  int rank_ = 0, world_ = 1, local_rank_ = 0, local_size_ = 1;
 };
 
 WorkPtr MpiCommunicator::all_gather_async(void* out, const void* in, size_t count, DType dt) {

@@ -140,6 +140,7 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int world() const override { return world_; }
   int local_rank() const override { return host_->local_rank(); }
+  int local_size() const override { return host_->local_size(); }
 
   WorkPtr all_gather_async(void* out, const void* in, size_t count, DType dt) override;
   WorkPtr reduce_scatter_async(void* out, const void* in, size_t count, DType dt, ReduceOp op) override;

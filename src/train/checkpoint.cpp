@@ -295,6 +295,8 @@ TrainProgress load_checkpoint(const std::string& dir, FsdpEngine& engine) {
   return p;
 }
 
+GPTConfig checkpoint_config(const std::string& dir) { return read_all_headers(dir, read_manifest(dir))[0].config; }
+
 ConsolidatedModel consolidate_checkpoint(const std::string& dir) {
   Manifest man = read_manifest(dir);
   for (const auto& e : man.files) verify_file(dir, e);

@@ -42,5 +42,7 @@ struct ConsolidatedModel {
   std::vector<std::vector<float>> units;
 };
 ConsolidatedModel consolidate_checkpoint(const std::string& ckpt_dir);
+// The model config of a checkpoint, from its manifest and file headers (no shard data read).
+GPTConfig checkpoint_config(const std::string& ckpt_dir);
 
 }  // namespace gpt

@@ -10,6 +10,7 @@
 #include "src/core/check.h"
 #include "src/dist/collective_check.h"
 #include "src/io/model_file.h"
+#include "src/runtime/preflight_run.h"
 #include "src/train/config_hash.h"
 #include "src/util/log.h"
 #include "src/util/trace.h"
@@ -19,6 +20,7 @@ namespace gpt {
 Trainer::Trainer(const TrainOptions& opt, Communicator& world) : opt_(opt), world_(world) {
   check_batch();
   rt_ = make_runtime(world_, opt_.device, opt_.attention);
+  preflight(world_, backend(), plan_input(), "train", opt_.no_preflight, !opt_.quiet);
   make_model_and_engine();
   open_data();
   load_tokenizer();
@@ -37,6 +39,20 @@ void Trainer::check_batch() {
             " must be a multiple of B*T*ranks = ", micro_tokens);
   accum_ = (int)(opt_.total_batch / micro_tokens);
   collective_check(world_, "start-up", [&] { check_same_config_on_all_ranks(world_, opt_); });
+}
+
+// The run as the memory planner sees it (what `gpt memplan` would be given for it).
+MemPlanInput Trainer::plan_input() {
+  MemPlanInput in;
+  in.cfg = opt_.model;
+  in.world = world_.world();
+  in.fsdp = opt_.fsdp;
+  in.recompute = opt_.recompute;
+  in.B = opt_.B;
+  in.T = opt_.T;
+  in.compute = backend().compute_dtype();
+  in.fused_attention = backend().fused_attention();
+  return in;
 }
 
 void Trainer::make_model_and_engine() {

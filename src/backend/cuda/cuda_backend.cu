@@ -313,6 +313,12 @@ class CudaBackend final : public Backend {
     scratch_bytes_ = bytes;
   }
 
+  int64_t device_memory_free() const override {
+    size_t free_bytes = 0, total_bytes = 0;
+    CUDA_CHECK(cudaSetDevice(device_));
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    return static_cast<int64_t>(free_bytes);
+  }
   // Device bytes in use on this GPU as the driver counts them (every process's, hence the baseline).
   int64_t driver_in_use() const {
     size_t free_bytes = 0, total_bytes = 0;
