@@ -35,9 +35,11 @@ import isoflop_fit as fit
 NAME = "isoflop"
 VP = 384  # padded byte vocabulary (257 -> multiple of 128)
 
-# The size ladder: (n_layer, d_model), non-embedding N from 1.8k to 3.1M, about 1.2-2.2x apart.
-LADDER = [(2, 8), (2, 12), (2, 16), (2, 20), (2, 24), (2, 28), (2, 32), (3, 32), (2, 48), (3, 48), (4, 48), (3, 64), (4, 64), (5, 64), (4, 80), (4, 96),
-          (5, 96), (5, 112), (5, 128), (6, 128), (6, 160), (7, 192)]
+# The size ladder: 2-layer models of growing width (non-embedding N from 1.8k to 0.4M, 1.2-2.2x apart).
+# One depth keeps the family to one shape parameter: the lr rule below knows N but not depth, and in a
+# first run a 3-layer model among 2-layer ones landed 0.2 nats above its neighbours.
+LADDER = [(2, 8), (2, 12), (2, 16), (2, 20), (2, 24), (2, 28), (2, 32), (2, 40), (2, 48), (2, 56), (2, 64),
+          (2, 80), (2, 96), (2, 128)]
 
 FIELDS = ["phase", "budget", "L", "NH", "C", "N_nonembed", "N_total", "B", "T", "steps", "tokens", "epochs",
           "flops_per_token", "C_exact", "C_6ND_nonembed", "C_6ND_total", "lr", "warmup", "min_lr_frac", "seed",
@@ -45,7 +47,11 @@ FIELDS = ["phase", "budget", "L", "NH", "C", "N_nonembed", "N_total", "B", "T", 
 
 
 def heads(d):
-    return max(1, d // 16) if d <= 80 else d // 32
+    """Heads of about 16 channels up to d_model 80, 32 above; one head below 32; always a divisor of d."""
+    h = max(1, d // 16 if d <= 80 else d // 32)
+    while d % h:
+        h -= 1
+    return h
 
 
 def n_nonembed(L, d):
