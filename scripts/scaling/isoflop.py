@@ -321,10 +321,10 @@ def main():
         gpt = c.check_gpt(a.gpt)
         rows, meta = study(a, gpt, out)
         c.write_csv(out / f"{NAME}.csv", rows, FIELDS)
-        (out / "wall_time.txt").write_text(f"{meta['wall_s']:.0f}\n")
+        (out / "command.txt").write_text(c.command_line() + "\n")
     meta["command"] = c.command_line()
-    wt = out / "wall_time.txt"
-    meta["wall_s"] = float(wt.read_text()) if wt.is_file() else meta.get("wall_s")
+    cmd = out / "command.txt"
+    meta["study_command"] = cmd.read_text().strip() if cmd.is_file() else None
     fit.analyse(rows, out, a, meta)
     c.progress(f"wrote {out}/{NAME}.csv, {NAME}.png, nopt_vs_c.png, frontier.png, lnd_fit.png, results.md")
 

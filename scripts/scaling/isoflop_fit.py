@@ -441,6 +441,11 @@ def account(rows, iso, res, A2, A3, out):
     L.append(f"- **Data.** {ep:.2f} epochs at most (no repetition), 27 MB of mostly Biblical English against "
              "WebText2 (Kaplan) and MassiveText (Chinchilla). E is the fit's floor for this corpus and these "
              "models, in nats per byte; it is not comparable with Chinchilla's 1.69 nats per token.")
+    if (Path(out) / "excluded_3layer.csv").is_file():
+        L.append("- **Shape.** The ladder is 2-layer models of growing width. A first version had 3-layer models "
+                 "above 25k parameters; the one trained (L=3, C=32 at 9e11, `excluded_3layer.csv`) ended 0.22 nats "
+                 "above its 2-layer neighbour, and since the lr rule knows N but not depth, the ladder was changed "
+                 "to one depth before the largest budget's larger models were trained.")
     if (Path(out) / "pilot_b16.csv").is_file():
         L.append("- **Pilot.** `pilot_b16.csv` holds the first attempt (batch 16 × 128, lr 3e-3 from a sweep at "
                  "d = 48, ladder centred at D/N = 20). Its minima all sat at the smallest model, at losses of "
@@ -452,8 +457,11 @@ def account(rows, iso, res, A2, A3, out):
 def results_md(rows, G, A2, A3, A3t, out, a, meta):
     iso = [r for r in rows if r["phase"] == "isoflop" and r["status"] == "ok"]
     res = A2.get(PRIMARY)
-    L = ["# Compute-optimal scaling at small scale: IsoFLOP profiles and L(N, D)", "",
-         f"Produced by `{meta.get('command', '')}`."]
+    L = ["# Compute-optimal scaling at small scale: IsoFLOP profiles and L(N, D)", ""]
+    if meta.get("study_command") and meta["study_command"] != meta.get("command"):
+        L.append(f"Runs by `{meta['study_command']}`; fits and plots by `{meta.get('command', '')}`.")
+    else:
+        L.append(f"Produced by `{meta.get('command', '')}`.")
     secs = [float(r["seconds"]) for r in rows if r.get("seconds")]
     if secs:
         L.append(f"Training time: {len(secs)} runs, {sum(secs) / 60:.1f} min in all (the sum of each run's wall "
@@ -526,6 +534,11 @@ def results_md(rows, G, A2, A3, A3t, out, a, meta):
                                       ("D/N", lambda p: f"{p['D'] / p['N']:.1f}"), ("loss at vertex", lambda p: f"{p['L']:.4f}"),
                                       ("curvature (per ln N²)", lambda p: f"{p['coef'][0]:.4f}"),
                                       ("vertex inside the grid", lambda p: "yes" if p["inside"] else "NO")]), "",
+              "Leave one budget out (slopes of the other three vertices): "
+              + "; ".join(f"without {p['budget']:.3g}: a = {slopes([q for q in res['pts'] if q is not p])[0]:.3f}, "
+                          f"b = {slopes([q for q in res['pts'] if q is not p])[1]:.3f}"
+                          for p in res["pts"]) + ("." if len(res["pts"]) > 2 else "") if len(res["pts"]) > 2 else "",
+              "",
               f"Scatter of the runs about their parabolas: rms {res['resid_rms']:.4f} nats/byte. Bootstrap "
               f"resamples in which some parabola opened downward (dropped): {res['failed']}."
               + (f" Budgets left out because their parabola has no minimum: "
