@@ -115,6 +115,7 @@ int cmd_bench(int argc, char** argv, Communicator& world) {
     return 0;
   }
   TrainOptions o = parse_train_flags(f, "d12");
+  o.command = "bench";
   if (!f.has("--steps")) o.steps = 5;
   if (!f.has("--tokenizer")) o.tokenizer = "none";
   const bool json = f.on("--json"), levers = f.on("--compare-levers");

@@ -47,6 +47,7 @@ struct TrainOptions {
   double peak_tflops = 0;          // --peak-tflops: for MFU (default: Backend::peak_flops)
   int max_bad_steps = 10;          // --max-bad-steps: consecutive non-finite steps before stopping
   bool quiet = false;              // --quiet: no per-step lines (bench)
+  std::string command = "train";   // the command running (messages): train or bench
   bool no_preflight = false;       // --no-preflight: skip the memory check before allocating (plan/preflight.h)
 };
 

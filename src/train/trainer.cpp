@@ -20,7 +20,7 @@ namespace gpt {
 Trainer::Trainer(const TrainOptions& opt, Communicator& world) : opt_(opt), world_(world) {
   check_batch();
   rt_ = make_runtime(world_, opt_.device, opt_.attention);
-  preflight(world_, backend(), plan_input(), "train", opt_.no_preflight, !opt_.quiet);
+  preflight(world_, backend(), plan_input(), opt_.command, opt_.no_preflight, !opt_.quiet);
   make_model_and_engine();
   open_data();
   load_tokenizer();
