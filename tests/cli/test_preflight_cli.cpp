@@ -62,6 +62,15 @@ TEST(PreflightCli, AddressSpaceLimitRefusesThenTheLeverTrains) {
   expect_refused_then_lever_fits("ulimit -v 2000000;", "the address-space limit (ulimit -v)");
 }
 
+// Past the check (--no-preflight), an allocation that fails in the run is one line naming the ledger category
+// and the bytes asked for.
+TEST(PreflightCli, AnAllocationFailureNamesTheCategoryAndTheBytes) {
+  const Outcome o = run_limited("ulimit -v 1500000;", "--no-preflight");
+  EXPECT_NE(o.code, 0) << o.out;
+  EXPECT_NE(o.out.find("error: cpu: out of memory allocating "), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find(" bytes for "), std::string::npos) << o.out;
+}
+
 // A cgroup of our own under this process's memory cgroup (v1 here; v2 where that is the hierarchy).
 std::string make_memory_cgroup(int64_t limit) {
   std::ifstream in("/proc/self/cgroup");
