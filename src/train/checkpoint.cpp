@@ -15,6 +15,7 @@
 
 #include "src/dist/collective_check.h"
 #include "src/io/atomic_file.h"
+#include "src/util/watchdog.h"
 
 namespace fs = std::filesystem;
 
@@ -227,6 +228,7 @@ std::string save_checkpoint(const std::string& run_dir, FsdpEngine& engine, cons
         w.write(host.data(), host.size() * sizeof(float));
       }
       crash_hook(p.step, u, engine.num_units());
+      watchdog::beat("checkpoint write");
     }
     crc = w.crc32();
     bytes = (int64_t)w.bytes_written();

@@ -48,7 +48,8 @@ struct TrainOptions {
   int max_bad_steps = 10;          // --max-bad-steps: consecutive non-finite steps before stopping
   bool quiet = false;              // --quiet: no per-step lines (bench)
   std::string command = "train";   // the command running (messages): train or bench
-  bool no_preflight = false;       // --no-preflight: skip the memory check before allocating (plan/preflight.h)
+  bool no_preflight = false;
+  double timeout_s = 900;          // --timeout: a rank with no progress for this long ends the job (0 = never)       // --no-preflight: skip the memory check before allocating (plan/preflight.h)
 };
 
 }  // namespace gpt
