@@ -85,7 +85,7 @@ echo "   ratio = diff / (multiple x floor), pass <= 1"
 awk '
   { delete kv; for (i = 1; i <= NF; i++) { split($i, p, "="); kv[p[1]] = p[2] }
     k = kv["target"] " " kv["ranks"] " " kv["model"]
-    if (!(k in n)) order[++nk] = k
+    if (!(k in n)) { order[++nk] = k; pd[k] = kv["params_diff"]; ld[k] = kv["loss_diff"] }
     n[k]++; pf[k] = kv["params_floor"]; mult[k] = kv["multiple"]
     if (kv["params_diff"] + 0 > pd[k] + 0) pd[k] = kv["params_diff"]
     if (kv["params_ratio"] + 0 >= pr[k] + 0) { pr[k] = kv["params_ratio"]; pc[k] = kv["case"] }
