@@ -22,6 +22,11 @@ struct RunSpec {
   int accum = 1;         // micro-steps per optimizer step
   int T = 8;
   uint64_t seed = 5;
+  // The mean over the global batch split in two, as an N-rank run splits it: backward scales by
+  // norm_split/(rows of the micro-step and micro-steps), and the reduced gradient is divided by norm_split
+  // before the optimizer. The same step; for a norm_split that is not a power of 2 every value of the
+  // backward rounds differently (noise_floor.h measures that). 1: no split. cpu backend, grads in host memory.
+  int norm_split = 1;
 };
 
 // Token of sequence j of step s at position t (targets use t+1): a fixed pseudo-random stream.
@@ -71,9 +76,14 @@ struct ShardedRun {
         }
       }
       loss += model->forward(in.data(), tg.data(), B, T, *engine);
-      model->backward(1.0f / ((float)B * T * spec.accum), *engine);
+      model->backward((float)spec.norm_split / ((float)B * T * spec.accum), *engine);
     }
     engine->finish_backward();
+    if (spec.norm_split != 1)
+      for (int u = 0; u < engine->num_units(); u++) {
+        UnitShard& s = engine->unit(u);
+        for (int64_t i = 0; i < s.shard_numel; i++) s.grad[i] /= (float)spec.norm_split;
+      }
     loss /= spec.accum;
     if (N > 1) loss = comm.all_reduce_scalar(loss, ReduceOp::avg);
     const double norm = std::sqrt(engine->grad_sumsq());
