@@ -79,11 +79,14 @@ struct ShardedRun {
       model->backward((float)spec.norm_split / ((float)B * T * spec.accum), *engine);
     }
     engine->finish_backward();
-    if (spec.norm_split != 1)
+    if (spec.norm_split != 1) {
+      std::vector<float> g;
       for (int u = 0; u < engine->num_units(); u++) {
-        UnitShard& s = engine->unit(u);
-        for (int64_t i = 0; i < s.shard_numel; i++) s.grad[i] /= (float)spec.norm_split;
+        engine->shard_to_host(u, ShardState::grad, g);
+        for (float& x : g) x /= (float)spec.norm_split;
+        engine->shard_from_host(u, ShardState::grad, g);
       }
+    }
     loss /= spec.accum;
     if (N > 1) loss = comm.all_reduce_scalar(loss, ReduceOp::avg);
     const double norm = std::sqrt(engine->grad_sumsq());
