@@ -20,10 +20,11 @@ namespace gpt {
 Trainer::Trainer(const TrainOptions& opt, Communicator& world) : opt_(opt), world_(world) {
   check_batch();
   rt_ = make_runtime(world_, opt_.device, opt_.attention);
+  open_data();       // bad input is reported before anything else is printed
+  load_tokenizer();
+  find_checkpoint();
   preflight(world_, backend(), plan_input(), opt_.command, opt_.no_preflight, !opt_.quiet);
   make_model_and_engine();
-  open_data();
-  load_tokenizer();
   set_schedule();
   init_params();
   start_instruments();
@@ -111,17 +112,20 @@ Trainer::~Trainer() {
   if (metrics_) std::fclose(metrics_);
 }
 
+// --resume: the newest complete checkpoint, verified (checksums, headers, config) before anything is allocated.
+void Trainer::find_checkpoint() {
+  if (!opt_.resume) return;
+  GPT_CHECK(!opt_.out_dir.empty(), "--resume needs --out RUN_DIR");
+  resume_from_ = find_latest_checkpoint(opt_.out_dir);
+  if (!resume_from_.empty()) verify_checkpoint(resume_from_, world_, opt_.model);
+}
+
 void Trainer::init_params() {
   const Layout& layout = model_->layout();
-  std::string ckpt;
-  if (opt_.resume) {
-    GPT_CHECK(!opt_.out_dir.empty(), "--resume needs --out RUN_DIR");
-    ckpt = find_latest_checkpoint(opt_.out_dir);
-  }
-  if (!ckpt.empty()) {
-    progress_ = load_checkpoint(ckpt, *engine_);
+  if (!resume_from_.empty()) {
+    progress_ = load_checkpoint(resume_from_, *engine_, /*verify=*/false);
     if (train_loader_) train_loader_->set_position(progress_.data);
-    log_rank0(world_, "resumed from ", ckpt, " at step ", progress_.step);
+    log_rank0(world_, "resumed from ", resume_from_, " at step ", progress_.step);
     return;
   }
   ModelWeights w;
