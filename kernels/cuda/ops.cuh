@@ -122,7 +122,7 @@ void fused_attention_backward(bf16* dqkv /*(B,T,3C) =*/, const bf16* dout /*(B,T
 
 // ---- gelu.cu ------------------------------------------------------------------------------------
 void gelu_forward(bf16* out, const bf16* inp, size_t n, cudaStream_t stream);
-void gelu_backward(bf16* dinp /*=*/, const bf16* inp, const bf16* dout, size_t n, cudaStream_t stream);
+void gelu_backward(bf16* dinp /*=, may be dout*/, const bf16* inp, const bf16* dout, size_t n, cudaStream_t stream);
 
 // ---- residual.cu ------------------------------------------------------------------------------
 void residual_forward(bf16* out, const bf16* a, const bf16* b, size_t n, cudaStream_t stream);

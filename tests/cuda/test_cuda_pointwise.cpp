@@ -2,6 +2,7 @@
 // of test_cuda_ops.cpp (u = 2^-24, ub = 2^-8, acc(K) for K-term sums, bf16_out for one bf16 rounding).
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "tests/cuda/twin_util.h"
@@ -20,12 +21,15 @@ TEST_F(CudaTwin, GeluForward) {
     tc[i] = std::fabs(xi) * GeluBound(xi).ds + kU * std::fabs(ref[i]);
     tg[i] = bf16_out(ref[i], tc[i]);
   }
-  auto run = [&](Backend& be) {
-    DevBuf dx = upload_compute(be, x), out = poisoned_compute(be, n);
+  auto run = [&](Backend& be, size_t offset) {
+    OffsetBuf dx = upload_compute_at(be, x, offset);
+    DevBuf out = poisoned_compute(be, n);
     be.gelu_forward(out.get(), dx.get(), n);
     return download_compute(be, out.get(), n);
   };
-  expect_twins("gelu_forward", run(*gpu), run(*cpu), ref, tg, tc);
+  const std::vector<float> vec = run(*gpu, 0);  // 16-byte vectors and a tail of n % 8 = 3
+  expect_twins("gelu_forward", vec, run(*cpu, 0), ref, tg, tc);
+  EXPECT_EQ(run(*gpu, 1), vec) << "the one-element path (unaligned input) must equal the vector path";
 }
 
 TEST_F(CudaTwin, GeluBackward) {
@@ -73,12 +77,15 @@ TEST_F(CudaTwin, ResidualForward) {
   auto a = uniform_bf16(rng, n, -3, 3), b = uniform_bf16(rng, n, -3, 3);
   std::vector<double> ref, tc, tg;
   sum_bounds(a, b, ref, tc, tg);
-  auto run = [&](Backend& be) {
-    DevBuf da = upload_compute(be, a), db = upload_compute(be, b), o = poisoned_compute(be, n);
+  auto run = [&](Backend& be, size_t offset) {
+    DevBuf da = upload_compute(be, a), o = poisoned_compute(be, n);
+    OffsetBuf db = upload_compute_at(be, b, offset);
     be.residual_forward(o.get(), da.get(), db.get(), n);
     return download_compute(be, o.get(), n);
   };
-  expect_twins("residual_forward", run(*gpu), run(*cpu), ref, tg, tc);
+  const std::vector<float> vec = run(*gpu, 0);
+  expect_twins("residual_forward", vec, run(*cpu, 0), ref, tg, tc);
+  EXPECT_EQ(run(*gpu, 3), vec) << "the one-element path (unaligned b) must equal the vector path";
 }
 
 TEST_F(CudaTwin, ResidualBackwardAccumulates) {
