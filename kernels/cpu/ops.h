@@ -38,6 +38,16 @@ void layernorm_forward(float* out /*(N,C)*/, float* mean /*(N)*/, float* rstd /*
 void layernorm_backward(float* dinp /*(N,C) =*/, float* dw /*(C) +=*/, float* db /*(C) +=*/,
                         const float* dout /*(N,C)*/, const float* inp /*(N,C)*/, const float* w /*(C)*/,
                         const float* mean /*(N)*/, const float* rstd /*(N)*/, int N, int C);
+// res = a + b, then out = layernorm(res): residual_forward followed by layernorm_forward, row by row, with
+// results bit-identical to that pair.
+void residual_layernorm_forward(float* res /*(N,C)*/, float* out /*(N,C)*/, float* mean /*(N)*/, float* rstd /*(N)*/,
+                                const float* a /*(N,C)*/, const float* b /*(N,C)*/, const float* w /*(C)*/,
+                                const float* bias /*(C)*/, int N, int C);
+// dres += the layernorm's input gradient: layernorm_backward then residual_backward, bit-identical to that
+// pair, without the (N,C) dinp buffer. dw, db as layernorm_backward.
+void layernorm_backward_residual(float* dres /*(N,C) +=*/, float* dw /*(C) +=*/, float* db /*(C) +=*/,
+                                 const float* dout /*(N,C)*/, const float* inp /*(N,C)*/, const float* w /*(C)*/,
+                                 const float* mean /*(N)*/, const float* rstd /*(N)*/, int N, int C);
 
 // ---- matmul: out = inp @ w^T + bias -------------------------------------------------------------
 void matmul_forward(float* out /*(N,OC)*/, const float* inp /*(N,C)*/, const float* w /*(OC,C)*/,

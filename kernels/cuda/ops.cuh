@@ -84,10 +84,20 @@ void encoder_backward(float* dwte /*(Vp,C) +=*/, float* dwpe /*(maxT,C) +=*/, co
 // ---- layernorm.cu -----------------------------------------------------------------------------
 void layernorm_forward(bf16* out /*(N,C)*/, float* mean /*(N)*/, float* rstd /*(N)*/, const bf16* inp /*(N,C)*/,
                        const bf16* w /*(C)*/, const bf16* b /*(C)*/, int N, int C, cudaStream_t stream);
+// res = a + b, out = layernorm(res): bit-identical to residual_forward then layernorm_forward.
+void residual_layernorm_forward(bf16* res /*(N,C)*/, bf16* out /*(N,C)*/, float* mean /*(N)*/, float* rstd /*(N)*/,
+                                const bf16* a /*(N,C)*/, const bf16* b /*(N,C)*/, const bf16* w /*(C)*/,
+                                const bf16* bias /*(C)*/, int N, int C, cudaStream_t stream);
+// Scratch: layernorm_backward_scratch_bytes(C) (kernels/sizes.h), for both backward ops.
 void layernorm_backward(bf16* dinp /*(N,C) =*/, float* dw /*(C) +=*/, float* db /*(C) +=*/,
                         const bf16* dout /*(N,C)*/, const bf16* inp /*(N,C)*/, const bf16* w /*(C)*/,
                         const float* mean /*(N)*/, const float* rstd /*(N)*/, int N, int C, void* scratch,
                         cudaStream_t stream);
+// dres += the layernorm's input gradient (fp32, rounded once with the sum). dres must not overlap dout, inp.
+void layernorm_backward_residual(bf16* dres /*(N,C) +=*/, float* dw /*(C) +=*/, float* db /*(C) +=*/,
+                                 const bf16* dout /*(N,C)*/, const bf16* inp /*(N,C)*/, const bf16* w /*(C)*/,
+                                 const float* mean /*(N)*/, const float* rstd /*(N)*/, int N, int C, void* scratch,
+                                 cudaStream_t stream);
 
 // ---- matmul.cu ----------------------------------------------------------------------------------
 void matmul_forward(bf16* out /*(N,OC)*/, const bf16* inp /*(N,C)*/, const bf16* w /*(OC,C)*/,

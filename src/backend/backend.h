@@ -7,7 +7,8 @@
 //  - `float*` buffers are always fp32: parameter gradients (full-unit, before reduce-scatter), layernorm
 //    statistics, per-token losses, master weights and optimizer state.
 //  - Backward ops OVERWRITE activation gradients (dinp) and ACCUMULATE (+=) parameter gradients
-//    (dw, db). The residual stream's gradient is summed explicitly with residual_backward.
+//    (dw, db). The residual stream's gradient is summed explicitly, with residual_backward or with
+//    layernorm_backward_residual (a layernorm's input gradient added straight into the stream).
 //  - Shapes: B batch, T time, C channels, NH heads, N = B*T rows, OC output channels, V vocab, Vp padded.
 //  - Every op is asynchronous with respect to the host on GPU backends (ordered on the compute stream);
 //    synchronize() waits for all of them.
@@ -94,6 +95,19 @@ class Backend {
                                   const void* dout /*(N,C)*/, const void* inp /*(N,C)*/,
                                   const void* w /*(C)*/, const float* mean /*(N)*/,
                                   const float* rstd /*(N)*/, int N, int C) = 0;
+  // The residual add and the layernorm after it, in one pass: res = a + b, out = layernorm(res) (res as
+  // stored, in the compute dtype). The same values as residual_forward then layernorm_forward (bit-identical
+  // on cpu and on cuda), so a recompute that re-runs only the layernorm from the kept res reproduces out.
+  virtual void residual_layernorm_forward(void* res /*(N,C)*/, void* out /*(N,C)*/, float* mean /*(N)*/,
+                                          float* rstd /*(N)*/, const void* a /*(N,C)*/, const void* b /*(N,C)*/,
+                                          const void* w /*(C)*/, const void* bias /*(C)*/, int N, int C) = 0;
+  // layernorm_backward whose input gradient is added into the residual stream's gradient: dres += dinp.
+  // cpu: bit-identical to layernorm_backward then residual_backward; cuda: one pass, dinp not rounded to
+  // bf16 before the addition. dres must not overlap dout or inp.
+  virtual void layernorm_backward_residual(void* dres /*(N,C) +=*/, float* dw /*(C) +=*/, float* db /*(C) +=*/,
+                                           const void* dout /*(N,C)*/, const void* inp /*(N,C)*/,
+                                           const void* w /*(C)*/, const float* mean /*(N)*/,
+                                           const float* rstd /*(N)*/, int N, int C) = 0;
 
   // matmul: out = inp @ w^T + bias (bias may be null)
   virtual void matmul_forward(void* out /*(N,OC)*/, const void* inp /*(N,C)*/, const void* w /*(OC,C)*/,

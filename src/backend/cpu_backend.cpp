@@ -68,6 +68,14 @@ class CpuBackend : public Backend {
                           const float* mean, const float* rstd, int N, int C) override {
     cpu::layernorm_backward(f(dinp), dw, db, f(dout), f(inp), f(w), mean, rstd, N, C);
   }
+  void residual_layernorm_forward(void* res, void* out, float* mean, float* rstd, const void* a, const void* b,
+                                  const void* w, const void* bias, int N, int C) override {
+    cpu::residual_layernorm_forward(f(res), f(out), mean, rstd, f(a), f(b), f(w), f(bias), N, C);
+  }
+  void layernorm_backward_residual(void* dres, float* dw, float* db, const void* dout, const void* inp,
+                                   const void* w, const float* mean, const float* rstd, int N, int C) override {
+    cpu::layernorm_backward_residual(f(dres), dw, db, f(dout), f(inp), f(w), mean, rstd, N, C);
+  }
 
   void matmul_forward(void* out, const void* inp, const void* w, const void* bias, int N, int C,
                       int OC) override {

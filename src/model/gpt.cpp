@@ -54,13 +54,22 @@ void GPT::block_forward(int l, const BlockParams& p, const void* x, void* out, b
   if (run(k[F::ln1] && k[F::ln1_stats])) be_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1w, p.ln1b, N, C);
   if (run(k[F::qkv])) be_.matmul_forward(a.qkv, a.ln1, p.qkvw, p.qkvb, N, C, 3 * C);
   if (run(k[F::atty] && k[F::att_state])) be_.attention_forward(a.atty, a.att_state, a.qkv, B, T, C, NH);
+  const bool ln2 = run(k[F::ln2] && k[F::ln2_stats]);
   if (run(k[F::res2])) {
     be_.matmul_forward(tmp, a.atty, p.attprojw, p.attprojb, N, C, C);
-    be_.residual_forward(a.res2, x, tmp, (size_t)N * C);
+    if (ln2)  // the residual add and ln2 in one pass; the same values as the two ops
+      be_.residual_layernorm_forward(a.res2, a.ln2, a.ln2_mean, a.ln2_rstd, x, tmp, p.ln2w, p.ln2b, N, C);
+    else
+      be_.residual_forward(a.res2, x, tmp, (size_t)N * C);
+  } else if (ln2) {
+    be_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, N, C);
   }
-  if (run(k[F::ln2] && k[F::ln2_stats])) be_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, N, C);
-  if (run(k[F::fch]) && run(k[F::fch_gelu])) {  // one product with the GELU in its epilogue where the backend can
-    be_.matmul_gelu_forward(a.fch_gelu, a.fch, a.ln2, p.fcw, p.fcb, N, C, 4 * C);
+  // The GELU runs the same way in forward and in a recompute, so recomputed values are the forward's: one
+  // product with the GELU in its epilogue (the GELU of the fp32 product on cuda) when the layer keeps or
+  // drops fch and fch_gelu together; else (selective: fch kept, fch_gelu recomputed) the product, then the
+  // GELU of the stored pre-activation, which is what the recompute can re-run.
+  if (k[F::fch] == k[F::fch_gelu]) {
+    if (run(k[F::fch])) be_.matmul_gelu_forward(a.fch_gelu, a.fch, a.ln2, p.fcw, p.fcb, N, C, 4 * C);
   } else {
     if (run(k[F::fch])) be_.matmul_forward(a.fch, a.ln2, p.fcw, p.fcb, N, C, 4 * C);
     if (run(k[F::fch_gelu])) be_.gelu_forward(a.fch_gelu, a.fch, (size_t)N * 4 * C);
@@ -87,14 +96,13 @@ void GPT::block_backward(int l, const BlockParams& p, const BlockGrads& g, const
   be_.matmul_backward(dfch_gelu, g.fcprojw, g.fcprojb, dres, a.fch_gelu, p.fcprojw, N, 4 * C, C);
   be_.gelu_backward(dfch, a.fch, dfch_gelu, (size_t)N * 4 * C);
   be_.matmul_backward(dln, g.fcw, g.fcb, dfch, a.ln2, p.fcw, N, C, 4 * C);
-  be_.layernorm_backward(datty, g.ln2w, g.ln2b, dln, a.res2, p.ln2w, a.ln2_mean, a.ln2_rstd, N, C);
-  be_.residual_backward(dres, datty, (size_t)N * C);  // dres is now d/d(res2)
-  // attention branch: res2 = x + attproj(attention(qkv(ln1(x))))
+  be_.layernorm_backward_residual(dres, g.ln2w, g.ln2b, dln, a.res2, p.ln2w, a.ln2_mean, a.ln2_rstd, N, C);
+  // dres is now d/d(res2). attention branch: res2 = x + attproj(attention(qkv(ln1(x))))
   be_.matmul_backward(datty, g.attprojw, g.attprojb, dres, a.atty, p.attprojw, N, C, C);
   be_.attention_backward(dqkv, datty, a.qkv, a.atty, a.att_state, B, T, C, NH);
   be_.matmul_backward(dln, g.qkvw, g.qkvb, dqkv, a.ln1, p.qkvw, N, C, 3 * C);
-  be_.layernorm_backward(datty, g.ln1w, g.ln1b, dln, x, p.ln1w, a.ln1_mean, a.ln1_rstd, N, C);
-  be_.residual_backward(dres, datty, (size_t)N * C);  // dres is now d/d(x)
+  be_.layernorm_backward_residual(dres, g.ln1w, g.ln1b, dln, x, p.ln1w, a.ln1_mean, a.ln1_rstd, N, C);
+  // dres is now d/d(x)
 }
 
 void GPT::reserve_workspace(int B, int T) {

@@ -212,6 +212,15 @@ class CudaBackend final : public Backend {
     void* s = scratch("layernorm_backward", cuda::layernorm_backward_scratch_bytes(C));
     cuda::layernorm_backward(H(dinp), dw, db, H(dout), H(inp), H(w), mean, rstd, N, C, s, stream_);
   }
+  void residual_layernorm_forward(void* res, void* out, float* mean, float* rstd, const void* a, const void* b,
+                                  const void* w, const void* bias, int N, int C) override {
+    cuda::residual_layernorm_forward(H(res), H(out), mean, rstd, H(a), H(b), H(w), H(bias), N, C, stream_);
+  }
+  void layernorm_backward_residual(void* dres, float* dw, float* db, const void* dout, const void* inp,
+                                   const void* w, const float* mean, const float* rstd, int N, int C) override {
+    void* s = scratch("layernorm_backward_residual", cuda::layernorm_backward_scratch_bytes(C));
+    cuda::layernorm_backward_residual(H(dres), dw, db, H(dout), H(inp), H(w), mean, rstd, N, C, s, stream_);
+  }
 
   void matmul_forward(void* out, const void* inp, const void* w, const void* bias, int N, int C,
                       int OC) override {
