@@ -58,6 +58,12 @@ void matmul_gelu_forward(float* out /*(N,OC)*/, float* pre /*(N,OC)*/, const flo
 void matmul_backward(float* dinp /*(N,C) = or null*/, float* dw /*(OC,C) +=*/, float* dbias /*(OC) += or null*/,
                      const float* dout /*(N,OC)*/, const float* inp /*(N,C)*/, const float* w /*(OC,C)*/, int N,
                      int C, int OC);
+// Backward of the layer after a GELU, out = gelu(pre) @ w^T + bias, through the GELU: dpre = gelu'(pre) *
+// (dout @ w), dw += dout^T @ gelu(pre), dbias += column sums of dout. matmul_backward then gelu_backward in
+// place, bit-identical to that pair (the GPU puts the GELU derivative in the product's epilogue).
+void gelu_matmul_backward(float* dpre /*(N,C) =*/, float* dw /*(OC,C) +=*/, float* dbias /*(OC) += or null*/,
+                          const float* dout /*(N,OC)*/, const float* inp /*(N,C) = gelu(pre)*/,
+                          const float* pre /*(N,C)*/, const float* w /*(OC,C)*/, int N, int C, int OC);
 
 // ---- causal self-attention on packed qkv; the state is the softmax probabilities -----------------
 void attention_forward(float* out /*(B,T,C)*/, float* att /*(B,NH,T,T)*/, const float* qkv /*(B,T,3C)*/,
@@ -68,6 +74,7 @@ void attention_backward(float* dqkv /*(B,T,3C) =*/, const float* dout /*(B,T,C)*
 
 // ---- GELU, tanh approximation -------------------------------------------------------------------
 void gelu_forward(float* out /*(n)*/, const float* inp /*(n)*/, size_t n);
+// dinp may be dout itself (in place).
 void gelu_backward(float* dinp /*(n) =*/, const float* inp /*(n)*/, const float* dout /*(n)*/, size_t n);
 
 // ---- residual: out = a + b; backward dstream += dbranch --------------------------------------------

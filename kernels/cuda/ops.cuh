@@ -69,6 +69,9 @@ struct GemmSpec {
   // With a bias only: C = gelu(product + bias) (tanh GELU, cuBLASLt's GELU_AUX_BIAS epilogue) and
   // gelu_aux (same layout and ldc as C, bf16) = product + bias, the pre-activation backward needs.
   bf16* gelu_aux = nullptr;
+  // Without a bias only: C = gelu'(dgelu_aux) * product (cuBLASLt's DGELU epilogue), dgelu_aux the GELU's
+  // input (same layout and ldc as C, bf16): the backward of a GELU folded into the product after it.
+  const bf16* dgelu_aux = nullptr;
 };
 void gemm(const BlasContext& ctx, const GemmSpec& g, cudaStream_t stream);
 // As gemm, but returns false (running nothing) when cuBLASLt has no algorithm for the product instead of
@@ -100,9 +103,14 @@ void layernorm_backward_residual(bf16* dres /*(N,C) +=*/, float* dw /*(C) +=*/, 
                                  cudaStream_t stream);
 
 // ---- matmul.cu ----------------------------------------------------------------------------------
+// The bias goes in cuBLASLt's epilogue when it can be read safely (OC % 8 == 0 and a 16-byte aligned bias:
+// bias_epilogue_ok); otherwise the product runs without it and a kernel adds it (one more bf16 rounding).
 void matmul_forward(bf16* out /*(N,OC)*/, const bf16* inp /*(N,C)*/, const bf16* w /*(OC,C)*/,
                     const bf16* bias /*(OC) or null*/, int N, int C, int OC, const BlasContext& ctx,
                     cudaStream_t stream);
+bool bias_epilogue_ok(const bf16* bias, int OC);
+// out (N,OC) += bias (OC) on every row, in fp32, rounded once (the fallback of the bias epilogue).
+void bias_add(bf16* out, const bf16* bias, int N, int OC, cudaStream_t stream);
 // out = gelu(inp @ w^T + bias), pre = inp @ w^T + bias: one product with the GELU epilogue where cuBLASLt
 // has it for the shape, else the product then the gelu kernel (the same values up to the epilogue's fp32
 // GELU of the unrounded pre-activation).
@@ -111,6 +119,14 @@ void matmul_gelu_forward(bf16* out /*(N,OC)*/, bf16* pre /*(N,OC)*/, const bf16*
 void matmul_backward(bf16* dinp /*(N,C) = or null*/, float* dw /*(OC,C) +=*/, float* dbias /*(OC) += or null*/,
                      const bf16* dout /*(N,OC)*/, const bf16* inp /*(N,C)*/, const bf16* w /*(OC,C)*/, int N,
                      int C, int OC, const BlasContext& ctx, void* scratch, cudaStream_t stream);
+// The backward of out = gelu(pre) @ w^T + bias through the GELU: dpre = gelu'(pre) * (dout @ w) in one
+// product with cuBLASLt's DGELU epilogue where it has the shape (C % 8 == 0, pre and dpre 16-byte
+// aligned), else the product and then gelu_backward in place; dw and dbias as matmul_backward (inp is
+// gelu(pre)). Scratch as matmul_backward.
+void gelu_matmul_backward(bf16* dpre /*(N,C) =*/, float* dw /*(OC,C) +=*/, float* dbias /*(OC) += or null*/,
+                          const bf16* dout /*(N,OC)*/, const bf16* inp /*(N,C)*/, const bf16* pre /*(N,C)*/,
+                          const bf16* w /*(OC,C)*/, int N, int C, int OC, const BlasContext& ctx, void* scratch,
+                          cudaStream_t stream);
 
 // ---- attention.cu -------------------------------------------------------------------------------
 // State kept from forward to backward: the softmax probabilities P (B,NH,T,T) in bf16 (the exact values the

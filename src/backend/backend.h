@@ -121,6 +121,14 @@ class Backend {
   virtual void matmul_backward(void* dinp /*(N,C) =*/, float* dw /*(OC,C) +=*/, float* dbias /*(OC) +=*/,
                                const void* dout /*(N,OC)*/, const void* inp /*(N,C)*/,
                                const void* w /*(OC,C)*/, int N, int C, int OC) = 0;
+  // Backward of a layer whose input is a GELU, out = gelu(pre) @ w^T + bias, through the GELU:
+  // dpre = gelu'(pre) * (dout @ w), dw += dout^T @ inp with inp = gelu(pre), dbias += column sums of dout.
+  // cpu: matmul_backward then gelu_backward (bit-identical to the pair); cuda: the GELU derivative in the
+  // product's epilogue (cuBLASLt DGELU, reading pre), falling back to the pair.
+  virtual void gelu_matmul_backward(void* dpre /*(N,C) =*/, float* dw /*(OC,C) +=*/, float* dbias /*(OC) +=*/,
+                                    const void* dout /*(N,OC)*/, const void* inp /*(N,C)*/,
+                                    const void* pre /*(N,C)*/, const void* w /*(OC,C)*/, int N, int C,
+                                    int OC) = 0;
 
   // causal multi-head self-attention on packed qkv; `state` is whatever the backend keeps for backward
   // (softmax probabilities: fp32 on cpu, bf16 on cuda), attention_state_bytes() long.
@@ -138,6 +146,7 @@ class Backend {
 
   // GELU, tanh approximation (GPT-2's)
   virtual void gelu_forward(void* out /*(N)*/, const void* inp /*(N)*/, size_t n) = 0;
+  // dinp may be dout (in place).
   virtual void gelu_backward(void* dinp /*(N) =*/, const void* inp /*(N)*/, const void* dout /*(N)*/,
                              size_t n) = 0;
 

@@ -89,6 +89,10 @@ class CpuBackend : public Backend {
                        int N, int C, int OC) override {
     cpu::matmul_backward(f(dinp), dw, dbias, f(dout), f(inp), f(w), N, C, OC);
   }
+  void gelu_matmul_backward(void* dpre, float* dw, float* dbias, const void* dout, const void* inp, const void* pre,
+                            const void* w, int N, int C, int OC) override {
+    cpu::gelu_matmul_backward(f(dpre), dw, dbias, f(dout), f(inp), f(pre), f(w), N, C, OC);
+  }
 
   size_t attention_state_bytes(int B, int T, int NH) const override {
     return (size_t)cpu::attention_state_bytes(B, T, NH);

@@ -86,15 +86,13 @@ void GPT::block_backward(int l, const BlockParams& p, const BlockGrads& g, const
   const int B = acts_->B, T = acts_->T, N = B * T, C = c.channels, NH = c.num_heads;
   BlockActs& a = acts_->blocks[l];
   void* dres = acts_->dres;             // (N, C)
-  void* dfch_gelu = acts_->dwide_a;     // (N, 4C)
   void* dfch = acts_->dwide_b;          // (N, 4C)
   void* dln = acts_->dnarrow_a;         // (N, C)
   void* datty = acts_->dnarrow_b;       // (N, C)
-  void* dqkv = acts_->dwide_a;          // (N, 3C), reuses dfch_gelu's space once that is consumed
+  void* dqkv = acts_->dwide_a;          // (N, 3C)
 
-  // MLP branch: out = res2 + fcproj(gelu(fc(ln2(res2))))
-  be_.matmul_backward(dfch_gelu, g.fcprojw, g.fcprojb, dres, a.fch_gelu, p.fcprojw, N, 4 * C, C);
-  be_.gelu_backward(dfch, a.fch, dfch_gelu, (size_t)N * 4 * C);
+  // MLP branch: out = res2 + fcproj(gelu(fc(ln2(res2)))); fcproj's backward goes through the GELU at once
+  be_.gelu_matmul_backward(dfch, g.fcprojw, g.fcprojb, dres, a.fch_gelu, a.fch, p.fcprojw, N, 4 * C, C);
   be_.matmul_backward(dln, g.fcw, g.fcb, dfch, a.ln2, p.fcw, N, C, 4 * C);
   be_.layernorm_backward_residual(dres, g.ln2w, g.ln2b, dln, a.res2, p.ln2w, a.ln2_mean, a.ln2_rstd, N, C);
   // dres is now d/d(res2). attention branch: res2 = x + attproj(attention(qkv(ln1(x))))

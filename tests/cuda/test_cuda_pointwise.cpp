@@ -57,7 +57,15 @@ TEST_F(CudaTwin, GeluBackward) {
     be.gelu_backward(o.get(), dx.get(), dd.get(), n);
     return download_compute(be, o.get(), n);
   };
-  expect_twins("gelu_backward", run(*gpu), run(*cpu), ref, tg, tc);
+  auto run_in_place = [&](Backend& be) {  // dinp = dout, as gelu_matmul_backward's fallback runs it
+    DevBuf dx = upload_compute(be, x), dd = upload_compute(be, dout);
+    be.gelu_backward(dd.get(), dx.get(), dd.get(), n);
+    return download_compute(be, dd.get(), n);
+  };
+  const std::vector<float> g = run(*gpu);
+  expect_twins("gelu_backward", g, run(*cpu), ref, tg, tc);
+  EXPECT_EQ(run_in_place(*gpu), g) << "gelu_backward in place must equal the out-of-place result";
+  EXPECT_EQ(run_in_place(*cpu), run(*cpu));
 }
 
 // One fp32 addition of two bf16 numbers; the GPU rounds the sum to bf16.

@@ -235,6 +235,11 @@ class CudaBackend final : public Backend {
     void* s = dbias ? scratch("matmul_backward", cuda::matmul_backward_scratch_bytes(OC)) : nullptr;
     cuda::matmul_backward(H(dinp), dw, dbias, H(dout), H(inp), H(w), N, C, OC, blas_, s, stream_);
   }
+  void gelu_matmul_backward(void* dpre, float* dw, float* dbias, const void* dout, const void* inp, const void* pre,
+                            const void* w, int N, int C, int OC) override {
+    void* s = dbias ? scratch("gelu_matmul_backward", cuda::matmul_backward_scratch_bytes(OC)) : nullptr;
+    cuda::gelu_matmul_backward(H(dpre), dw, dbias, H(dout), H(inp), H(pre), H(w), N, C, OC, blas_, s, stream_);
+  }
 
   void set_fused_attention(bool fused) override { fused_attention_ = fused; }
   bool fused_attention() const override { return fused_attention_; }
