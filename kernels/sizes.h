@@ -33,6 +33,9 @@ inline int64_t round_up_256(int64_t bytes) { return bytes > INT64_MAX - 255 ? IN
 inline int64_t layernorm_backward_scratch_bytes(int64_t C) { return sat_mul({kLayernormBlocks, 2, C, 4}); }
 // matmul_backward with a bias: per-chunk partial dbias, (kBiasGradChunks, OC) fp32.
 inline int64_t matmul_backward_scratch_bytes(int64_t OC) { return sat_mul({kBiasGradChunks, OC, 4}); }
+// encoder_backward over N = B*T positions: the (token, position) order and each token's group start and size,
+// three (N) int32 arrays, each rounded up to 256 bytes.
+inline int64_t encoder_backward_scratch_bytes(int64_t N) { return sat_mul({3, round_up_256(sat_mul({N, 4}))}); }
 // sum_squares: kSumSquaresBlocks partials and the result, fp64.
 inline int64_t sum_squares_scratch_bytes() { return (kSumSquaresBlocks + 1) * 8; }
 
@@ -50,10 +53,11 @@ inline int64_t fused_attention_scratch_bytes(int64_t B, int64_t T, int64_t NH) {
 
 // The one scratch block the CUDA backend reserves before step 1 for a model's ops at micro-batch (B, T):
 // the largest request among layernorm backward over C, the bias gradient of up to max_bias_oc outputs,
-// attention on the chosen path, and sum_squares.
+// attention on the chosen path, the embedding backward over B*T positions, and sum_squares.
 inline int64_t op_scratch_bytes(int64_t B, int64_t T, int64_t C, int64_t NH, int64_t max_bias_oc, bool fused) {
   int64_t need = sum_squares_scratch_bytes();
   need = std::max(need, layernorm_backward_scratch_bytes(C));
+  need = std::max(need, encoder_backward_scratch_bytes(sat_mul({B, T})));
   if (max_bias_oc > 0) need = std::max(need, matmul_backward_scratch_bytes(max_bias_oc));
   need = std::max(need, fused ? fused_attention_scratch_bytes(B, T, NH) : attention_scratch_bytes(B, T, C, NH));
   return need;

@@ -81,8 +81,9 @@ bool try_gemm(const BlasContext& ctx, const GemmSpec& g, cudaStream_t stream);
 // ---- encoder.cu -------------------------------------------------------------------------------
 void encoder_forward(bf16* out /*(B,T,C)*/, const int* tokens /*(B,T)*/, const bf16* wte /*(Vp,C)*/,
                      const bf16* wpe /*(maxT,C)*/, int B, int T, int C, cudaStream_t stream);
+// Deterministic (no atomics): scratch is encoder_backward_scratch_bytes(B*T) (kernels/sizes.h).
 void encoder_backward(float* dwte /*(Vp,C) +=*/, float* dwpe /*(maxT,C) +=*/, const bf16* dout /*(B,T,C)*/,
-                      const int* tokens /*(B,T)*/, int B, int T, int C, cudaStream_t stream);
+                      const int* tokens /*(B,T)*/, int B, int T, int C, void* scratch, cudaStream_t stream);
 
 // ---- layernorm.cu -----------------------------------------------------------------------------
 void layernorm_forward(bf16* out /*(N,C)*/, float* mean /*(N)*/, float* rstd /*(N)*/, const bf16* inp /*(N,C)*/,

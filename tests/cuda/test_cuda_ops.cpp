@@ -28,9 +28,10 @@ namespace gpt::test {
 namespace {
 
 // ---- encoder --------------------------------------------------------------------------------------------
-TEST_F(CudaTwin, EncoderForward) {
-  const int B = 3, T = 17, C = 40, Vp = 64, maxT = 32;
-  Rng rng(101);
+// C % 8 == 0 takes the 16-byte vector path, other widths the one-element path.
+void check_encoder_forward(Backend& gpu, Backend& cpu, int C, uint64_t seed) {
+  const int B = 3, T = 17, Vp = 64, maxT = 32;
+  Rng rng(seed);
   auto wte = uniform_bf16(rng, static_cast<size_t>(Vp) * C, -1, 1);
   auto wpe = uniform_bf16(rng, static_cast<size_t>(maxT) * C, -1, 1);
   std::vector<int> tok(B * T);
@@ -50,12 +51,20 @@ TEST_F(CudaTwin, EncoderForward) {
     be.encoder_forward(out.get(), dt.i32(), dw.get(), dp.get(), B, T, C);
     return download_compute(be, out.get(), n);
   };
-  expect_twins("encoder_forward out", run(*gpu), run(*cpu), ref, tg, tc);
+  expect_twins("encoder_forward out C=" + std::to_string(C), run(gpu), run(cpu), ref, tg, tc);
 }
 
-TEST_F(CudaTwin, EncoderBackwardAccumulates) {
-  const int B = 4, T = 19, C = 36, Vp = 16, maxT = 24;
-  Rng rng(102);
+TEST_F(CudaTwin, EncoderForward) {
+  check_encoder_forward(*gpu, *cpu, 40, 101);  // vector path
+  check_encoder_forward(*gpu, *cpu, 36, 111);  // one element at a time
+}
+
+// The backward groups positions by token (a counting sort on the GPU) and sums each group in position order:
+// B*T = 400 positions span several tiles of the rank kernel, and 5 token ids make large groups. The GPU must
+// repeat its result bit for bit (no atomics).
+void check_encoder_backward(Backend& gpu, Backend& cpu, int B, int T, int C, uint64_t seed) {
+  const int Vp = 16, maxT = T + 5;
+  Rng rng(seed);
   auto dout = uniform_bf16(rng, static_cast<size_t>(B) * T * C, -1, 1);
   auto dwte0 = uniform_f32(rng, static_cast<size_t>(Vp) * C, -1, 1);
   auto dwpe0 = uniform_f32(rng, static_cast<size_t>(maxT) * C, -1, 1);
@@ -78,9 +87,9 @@ TEST_F(CudaTwin, EncoderBackwardAccumulates) {
   std::vector<double> tte(rte.size()), tpe(rpe.size());
   for (size_t i = 0; i < tte.size(); i++) tte[i] = acc(count_te[i / C]) * ate[i];
   for (size_t i = 0; i < tpe.size(); i++) tpe[i] = acc(count_pe[i / C]) * ape[i];
-  std::vector<float> te[2], pe[2];
-  Backend* bes[2] = {gpu.get(), cpu.get()};
-  for (int k = 0; k < 2; k++) {
+  std::vector<float> te[3], pe[3];
+  Backend* bes[3] = {&gpu, &cpu, &gpu};
+  for (int k = 0; k < 3; k++) {
     Backend& be = *bes[k];
     DevBuf dd = upload_compute(be, dout), dt = upload_ints(be, tok);
     DevBuf gte = upload_f32(be, dwte0), gpe = upload_f32(be, dwpe0);
@@ -88,8 +97,17 @@ TEST_F(CudaTwin, EncoderBackwardAccumulates) {
     te[k] = download_f32(be, gte.get(), dwte0.size());
     pe[k] = download_f32(be, gpe.get(), dwpe0.size());
   }
-  expect_twins("encoder_backward dwte", te[0], te[1], rte, tte, tte);  // fp32 outputs: same bound
-  expect_twins("encoder_backward dwpe", pe[0], pe[1], rpe, tpe, tpe);
+  const std::string tag = " B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C);
+  expect_twins("encoder_backward dwte" + tag, te[0], te[1], rte, tte, tte);  // fp32 outputs: same bound
+  expect_twins("encoder_backward dwpe" + tag, pe[0], pe[1], rpe, tpe, tpe);
+  EXPECT_EQ(te[0], te[2]) << "encoder_backward dwte must repeat bit for bit" << tag;
+  EXPECT_EQ(pe[0], pe[2]) << "encoder_backward dwpe must repeat bit for bit" << tag;
+}
+
+TEST_F(CudaTwin, EncoderBackwardAccumulatesDeterministically) {
+  check_encoder_backward(*gpu, *cpu, 4, 19, 36, 102);   // one element at a time, one tile
+  check_encoder_backward(*gpu, *cpu, 8, 50, 40, 112);   // vector path, four tiles
+  check_encoder_backward(*gpu, *cpu, 3, 131, 24, 122);  // B*T not a multiple of the tile
 }
 
 // ---- layernorm ------------------------------------------------------------------------------------------

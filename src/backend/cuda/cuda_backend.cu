@@ -200,7 +200,8 @@ class CudaBackend final : public Backend {
   }
   void encoder_backward(float* dwte, float* dwpe, const void* dout, const int* tokens, int B, int T,
                         int C) override {
-    cuda::encoder_backward(dwte, dwpe, H(dout), tokens, B, T, C, stream_);
+    void* s = scratch("encoder_backward", cuda::encoder_backward_scratch_bytes((int64_t)B * T));
+    cuda::encoder_backward(dwte, dwpe, H(dout), tokens, B, T, C, s, stream_);
   }
 
   void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const void* w, const void* b,
