@@ -84,7 +84,9 @@ void residual_backward(float* dstream /*(n) +=*/, const float* dbranch /*(n)*/, 
 // ---- classifier: softmax cross-entropy over the first V of Vp columns ------------------------------
 void classifier_forward(float* losses /*(N)*/, const float* logits /*(N,Vp)*/, const int* targets /*(N)*/,
                         int N, int V, int Vp);
-void classifier_backward(float* logits_to_dlogits /*(N,Vp)*/, float* losses /*(N)*/,
+// The training pass: losses and dlogits in place in one pass, and, when loss_sum is not null, the N losses
+// summed in double in row order and added to *loss_sum.
+void classifier_backward(float* logits_to_dlogits /*(N,Vp)*/, float* losses /*(N)*/, double* loss_sum /*(1) +=*/,
                          const int* targets /*(N)*/, float dloss, int N, int V, int Vp);
 
 // ---- optimizer and reductions on fp32 buffers (also used on host shards by the CUDA backend) -------

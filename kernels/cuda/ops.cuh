@@ -159,8 +159,10 @@ void residual_backward(bf16* dstream /*+=*/, const bf16* dbranch, size_t n, cuda
 // A target outside [0, V) yields a NaN loss (and no one-hot term) instead of reading out of bounds.
 void classifier_forward(float* losses /*(N)*/, const bf16* logits /*(N,Vp)*/, const int* targets /*(N)*/, int N,
                         int V, int Vp, cudaStream_t stream);
-void classifier_backward(bf16* logits_to_dlogits /*(N,Vp)*/, float* losses /*(N)*/, const int* targets /*(N)*/,
-                         float dloss, int N, int V, int Vp, cudaStream_t stream);
+// One pass over the logits: losses, and dlogits in place; then, when loss_sum is not null, one small
+// kernel adds the N losses (fp64, a fixed order) to *loss_sum.
+void classifier_backward(bf16* logits_to_dlogits /*(N,Vp)*/, float* losses /*(N)*/, double* loss_sum /*(1) +=*/,
+                         const int* targets /*(N)*/, float dloss, int N, int V, int Vp, cudaStream_t stream);
 
 // ---- adamw.cu ---------------------------------------------------------------------------------
 void adamw_update(float* param, const float* grad, float* m, float* v, size_t n, const AdamWParams& hp,

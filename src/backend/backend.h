@@ -159,10 +159,13 @@ class Backend {
   // forward: losses[i] = -log softmax(logits[i])[targets[i]], logits untouched.
   virtual void classifier_forward(float* losses /*(N)*/, const void* logits /*(N,Vp)*/,
                                   const int* targets /*(N)*/, int N, int V, int Vp) = 0;
-  // fused forward+backward: writes losses and overwrites logits with dlogits = dloss*(softmax - onehot),
-  // zero in the padded columns. The full softmax is never stored separately.
+  // The training pass, forward and backward fused: writes losses and overwrites logits with dlogits =
+  // dloss*(softmax - onehot), zero in the padded columns; the full softmax is never stored separately. When
+  // loss_sum (one fp64 on the device) is not null, the N losses are summed in a fixed order and added to it,
+  // so a trainer can total a step's loss on the device and read it once.
   virtual void classifier_backward(void* logits_to_dlogits /*(N,Vp)*/, float* losses /*(N)*/,
-                                   const int* targets /*(N)*/, float dloss, int N, int V, int Vp) = 0;
+                                   double* loss_sum /*(1) += or null*/, const int* targets /*(N)*/, float dloss,
+                                   int N, int V, int Vp) = 0;
 
   // AdamW on one contiguous fp32 segment (decoupled weight decay, bias-corrected moments).
   virtual void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,

@@ -121,9 +121,9 @@ class CpuBackend : public Backend {
                           int Vp) override {
     cpu::classifier_forward(losses, f(logits), targets, N, V, Vp);
   }
-  void classifier_backward(void* logits_to_dlogits, float* losses, const int* targets, float dloss, int N,
-                           int V, int Vp) override {
-    cpu::classifier_backward(f(logits_to_dlogits), losses, targets, dloss, N, V, Vp);
+  void classifier_backward(void* logits_to_dlogits, float* losses, double* loss_sum, const int* targets, float dloss,
+                           int N, int V, int Vp) override {
+    cpu::classifier_backward(f(logits_to_dlogits), losses, loss_sum, targets, dloss, N, V, Vp);
   }
 
   void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,

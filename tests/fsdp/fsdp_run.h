@@ -70,11 +70,11 @@ struct ShardedRun {
           tg[b * T + t] = stream_token(step, j, t + 1, V);
         }
       }
-      loss += model->forward(in.data(), tg.data(), B, T, *engine);
+      model->forward_train(in.data(), tg.data(), B, T, *engine);  // the trainer's path: loss in backward
       model->backward(1.0f / ((float)B * T * spec.accum), *engine);
     }
     engine->finish_backward();
-    loss /= spec.accum;
+    loss = model->take_loss_sum() / ((double)B * T * spec.accum);
     if (N > 1) loss = comm.all_reduce_scalar(loss, ReduceOp::avg);
     const double norm = std::sqrt(engine->grad_sumsq());
     step++;

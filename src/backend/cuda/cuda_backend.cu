@@ -284,9 +284,9 @@ class CudaBackend final : public Backend {
                           int Vp) override {
     cuda::classifier_forward(losses, H(logits), targets, N, V, Vp, stream_);
   }
-  void classifier_backward(void* logits_to_dlogits, float* losses, const int* targets, float dloss, int N,
-                           int V, int Vp) override {
-    cuda::classifier_backward(H(logits_to_dlogits), losses, targets, dloss, N, V, Vp, stream_);
+  void classifier_backward(void* logits_to_dlogits, float* losses, double* loss_sum, const int* targets, float dloss,
+                           int N, int V, int Vp) override {
+    cuda::classifier_backward(H(logits_to_dlogits), losses, loss_sum, targets, dloss, N, V, Vp, stream_);
   }
 
   void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
