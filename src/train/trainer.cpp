@@ -158,15 +158,17 @@ StepStats Trainer::step() {
   GPT_CHECK(train_loader_, "train: --train data is required");
   const auto t0 = now_seconds();
   engine_->begin_step();
-  double loss_sum = 0;
+  const double tokens = (double)opt_.B * opt_.T * accum_;  // this rank's tokens in the step
   const float dloss = 1.0f / ((float)opt_.B * opt_.T * accum_);
+  // The loss is computed in backward (one classifier pass: loss and dlogits) and summed on the device; the
+  // micro-steps never wait for it, and the step reads it once below.
   for (int micro = 0; micro < accum_; micro++) {
     engine_->begin_micro_step(micro == accum_ - 1);
     {
       trace::Scope ts(trace::kData, "next_batch", "data");
       train_loader_->next_batch(inputs_.data(), targets_.data());
     }
-    loss_sum += model_->forward(inputs_.data(), targets_.data(), opt_.B, opt_.T, *engine_);
+    model_->forward_train(inputs_.data(), targets_.data(), opt_.B, opt_.T, *engine_);
     model_->backward(dloss, *engine_);
   }
   {
@@ -174,7 +176,8 @@ StepStats Trainer::step() {
     engine_->finish_backward();
   }
   StepStats s;
-  s.loss = (float)(world_.world() > 1 ? world_.all_reduce_scalar(loss_sum / accum_, ReduceOp::avg) : loss_sum / accum_);
+  const double mean = model_->take_loss_sum() / tokens;
+  s.loss = (float)(world_.world() > 1 ? world_.all_reduce_scalar(mean, ReduceOp::avg) : mean);
   s.grad_norm = std::sqrt(engine_->grad_sumsq());
   if (inject_nan_) {
     s.loss = NAN;

@@ -75,10 +75,11 @@ struct ShardedRun {
           tg[b * T + t] = stream_token(step, j, t + 1, V);
         }
       }
-      loss += model->forward(in.data(), tg.data(), B, T, *engine);
+      model->forward_train(in.data(), tg.data(), B, T, *engine);  // the trainer's path: loss in backward
       model->backward((float)spec.norm_split / ((float)B * T * spec.accum), *engine);
     }
     engine->finish_backward();
+    loss = model->take_loss_sum() / ((double)B * T * spec.accum);  // per-token losses do not depend on the scale
     if (spec.norm_split != 1) {
       std::vector<float> g;
       for (int u = 0; u < engine->num_units(); u++) {
@@ -87,7 +88,6 @@ struct ShardedRun {
         engine->shard_from_host(u, ShardState::grad, g);
       }
     }
-    loss /= spec.accum;
     if (N > 1) loss = comm.all_reduce_scalar(loss, ReduceOp::avg);
     const double norm = std::sqrt(engine->grad_sumsq());
     step++;
