@@ -83,6 +83,7 @@ std::string make_memory_cgroup(int64_t limit) {
     if (!v1 && !(ctrl.empty() && std::filesystem::exists(base + "/cgroup.controllers"))) continue;
     const std::string dir = base + "/gpt_preflight_test_" + std::to_string(::getpid());
     std::error_code ec;
+    std::filesystem::remove(dir, ec);  // one an earlier run with this pid left (rmdir of an empty cgroup)
     if (!std::filesystem::create_directory(dir, ec)) continue;
     std::ofstream(dir + (v1 ? "/memory.limit_in_bytes" : "/memory.max")) << limit;
     return dir;

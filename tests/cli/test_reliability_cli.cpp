@@ -18,7 +18,7 @@ const char* kTiny = " train --n-layer 2 --n-head 2 --d-model 32 --seq-len 32 --t
 
 std::string data_dir() {
   static const std::string d = [] {
-    const std::string dir = scratch_dir() + "/data";
+    const std::string dir = shared_scratch_dir("data");
     run_command(gpt_binary() + " tokenize --tokenizer byte --input " + source_dir() + "/data/tinyshakespeare/input.txt --out " + dir);
     return dir;
   }();
@@ -54,23 +54,33 @@ TEST(ReliabilityCli, IoErrorWhileCheckpointingKeepsThePreviousCheckpoint) {
   expect_write_error_keeps_previous("EIO", "Input/output error");
 }
 
+// Unmounts on every way out of the test; a lazy unmount cannot fail on a busy mount, so no run leaves one.
+struct ScopedMount {
+  std::string path;
+  bool mounted = false;
+  ScopedMount(const std::string& dir, const char* options) : path(dir) {
+    mounted = ::mount("tmpfs", path.c_str(), "tmpfs", 0, options) == 0;
+  }
+  ~ScopedMount() {
+    if (mounted) ::umount2(path.c_str(), MNT_DETACH);
+  }
+};
+
 // A real full disk: a tmpfs with room for one checkpoint of this model (about 0.47 MB) but not two.
 TEST(ReliabilityCli, RealSmallTmpfsFillsUpAndThePreviousCheckpointSurvives) {
   const std::string scratch = scratch_dir(), mnt = scratch + "/tmpfs";
   std::filesystem::create_directories(mnt);
-  if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=800k") != 0) GTEST_SKIP() << "cannot mount a tmpfs here";
+  ScopedMount tmpfs(mnt, "size=800k");
+  if (!tmpfs.mounted) GTEST_SKIP() << "cannot mount a tmpfs here";
   std::string log;
   const int rc = run_command(train_cmd(mnt + "/run", 3), &log);
-  const bool first = complete(mnt + "/run/ckpt_00000001");
-  const bool second = complete(mnt + "/run/ckpt_00000002");
-  std::string exported;
-  const int export_rc = run_command(gpt_binary() + " export --from " + mnt + "/run --out " + scratch + "/m.bin", &exported);
-  ::umount(mnt.c_str());
   EXPECT_NE(rc, 0) << log;
   EXPECT_NE(log.find("No space left on device"), std::string::npos) << log;
-  EXPECT_TRUE(first) << log;
-  EXPECT_FALSE(second) << log;
-  EXPECT_EQ(export_rc, 0) << exported;
+  EXPECT_TRUE(complete(mnt + "/run/ckpt_00000001")) << log;
+  EXPECT_FALSE(complete(mnt + "/run/ckpt_00000002")) << log;
+  std::string exported;
+  EXPECT_EQ(run_command(gpt_binary() + " export --from " + mnt + "/run --out " + scratch + "/m.bin", &exported), 0)
+      << exported;
 }
 
 TEST(ReliabilityCli, ASecondRunOnTheSameOutIsRefusedAndKillNineLeavesNoStaleLock) {
