@@ -4,7 +4,7 @@
 //   simple  batched products and a causal-softmax kernel, keeping the (T,T) probabilities: every backend,
 //           every head size. The reference.
 //   fused   the flash-style WMMA kernels of kernels/cuda/attention_fused.cu: cuda, head sizes 32 and 64.
-//   cudnn   cuDNN's fused flash attention through its graph API (kernels/cuda/attention_cudnn.cu): cuda built
+//   cudnn   cuDNN's fused flash attention through its graph API (kernels/cuda/attention_cudnn*.cu): cuda built
 //           with cuDNN, head sizes the cuDNN SDPA engines take (cudnn_attention_unsupported below).
 //   auto    (the flag's default) cudnn where it is supported, else fused where it is, else simple.
 #pragma once

@@ -1,8 +1,8 @@
-// The cudnn path of causal self-attention (attention_cudnn.cu): cuDNN's fused flash attention, driven through
-// the backend descriptors of its graph API, with the plans cached per shape. Only in builds with cuDNN
-// (GPT_WITH_CUDNN); kernels/attention_rules.h says which models and GPUs it takes, kernels/sizes.h what it
-// keeps and needs (cudnn_attention_*), kernels/cuda/attention_cudnn_key.h how our packed tensors are shown
-// to cuDNN.
+// The cudnn path of causal self-attention: cuDNN's fused flash attention, driven through the backend
+// descriptors of its graph API (attention_cudnn_graph.cu builds the graphs and plans), with the plans cached
+// per shape and run by attention_cudnn.cu. Only in builds with cuDNN (GPT_WITH_CUDNN);
+// kernels/attention_rules.h says which models and GPUs it takes, kernels/sizes.h what it keeps and needs
+// (cudnn_attention_*), kernels/cuda/attention_cudnn_key.h how our packed tensors are shown to cuDNN.
 #pragma once
 #include "kernels/attention_rules.h"
 #include "kernels/cuda/common.cuh"

@@ -1,9 +1,9 @@
 // A check of the cudnn attention path that needs no GPU: the forward and backward operation graphs of
-// attention_cudnn.cu built for a device that a JSON description stands for (cuDNN's deviceless planning,
+// attention_cudnn_graph.cu built for a device that a JSON description stands for (cuDNN's deviceless planning,
 // CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR, cuDNN 9.8 and newer), and what cuDNN makes of them: how many engine
 // configs its heuristics offer (an engine offers itself only for a graph it recognises), the first one's
 // workspace, and how finalizing its execution plan went. Plain C++ types, so host tests can call it;
-// defined in attention_cudnn.cu, in builds with cuDNN (GPT_WITH_CUDNN).
+// defined in attention_cudnn_graph.cu, in builds with cuDNN (GPT_WITH_CUDNN).
 //
 // cuDNN's runtime-compiled engines (flash attention's) offer themselves only when libcuda can be loaded. On a
 // machine without a driver, the CUDA toolkit's stub libcuda stands in: cuDNN then recognises the graph and
@@ -30,6 +30,8 @@ struct CudnnDevicelessCheck {
 // The graphs of attention at (B, T, C, NH), T >= 2, on the device `device_json` describes (the JSON form of a
 // CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR). Throws gpt::Error when cuDNN refuses a descriptor outright.
 CudnnDevicelessCheck cudnn_attention_deviceless_check(int B, int T, int C, int NH, const std::string& device_json);
+// cudnnGetVersion() of the cuDNN library loaded (9.19.0 = 91900): deviceless planning needs 9.8 or newer.
+long long cudnn_loaded_version();
 #endif
 
 }  // namespace gpt::cuda

@@ -1,5 +1,5 @@
 // The cudnn attention path's operation graphs against cuDNN itself, without a GPU (builds with cuDNN): the
-// graphs of attention_cudnn.cu are built for an H200 (sm_90) and an A100 (sm_80) described in JSON, cuDNN's
+// graphs of attention_cudnn_graph.cu are built for an H200 (sm_90) and an A100 (sm_80) described in JSON, cuDNN's
 // deviceless planning (kernels/cuda/attention_cudnn_check.h). For every head size and sequence length the
 // path takes on each, cuDNN's heuristics must offer engines for both graphs (an engine offers itself only for
 // a graph it recognises), and the first offer's plan must finalize, or, without a driver, stop no earlier than
@@ -71,6 +71,8 @@ TEST(CudnnGraphs, EnginesTakeTheGraphsWhereTheRulesDo) {
 #ifndef GPT_WITH_CUDNN
   GTEST_SKIP() << "this build has no cuDNN";
 #else
+  if (cuda::cudnn_loaded_version() < 90800)
+    GTEST_SKIP() << "deviceless planning needs cuDNN 9.8 or newer, the one loaded is " << cuda::cudnn_loaded_version();
   bool stub = false;
   if (!libcuda_loadable(&stub)) GTEST_SKIP() << "neither libcuda nor the CUDA toolkit's stub of it loads";
   struct Device {
