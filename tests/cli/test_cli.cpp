@@ -98,6 +98,27 @@ TEST(Cli, AdamBetasReachTheOptimizer) {
   EXPECT_NE(a, read_file(out + "/other/model.bin"));
 }
 
+// The integer after "key": in a one-line JSON object, or -1.
+long long json_int(const std::string& text, const std::string& key) {
+  const size_t at = text.find("\"" + key + "\": ");
+  return at == std::string::npos ? -1 : std::stoll(text.substr(at + key.size() + 4));
+}
+
+// gpt bench --json reports the ledger's peaks in bytes, and they are what gpt memplan predicted for the same
+// flags, to the byte (the figure gpu_check.sh compares on a GPU), under levers that move both domains.
+TEST(Cli, BenchPeakBytesAreTheMemoryPlan) {
+  const std::string shape = " --n-layer 2 --n-head 2 --d-model 32 --seq-len 32 --vocab 256 -B 2 -T 32";
+  for (const char* lever : {"", " --recompute selective", " --offload optimizer --recompute full"}) {
+    Result b = run("bench" + shape + lever + " --steps 2 --json --quiet");
+    Result m = run("memplan" + shape + lever + " --json");
+    ASSERT_EQ(b.code, 0) << b.out;
+    ASSERT_EQ(m.code, 0) << m.out;
+    EXPECT_GT(json_int(b.out, "peak_device_bytes"), 0) << b.out;
+    EXPECT_EQ(json_int(b.out, "peak_device_bytes"), json_int(m.out, "device_peak_bytes")) << lever;
+    EXPECT_EQ(json_int(b.out, "peak_host_bytes"), json_int(m.out, "host_peak_bytes")) << lever;
+  }
+}
+
 TEST(Cli, BadFlagsAndConfigs) {
   const std::string d = shakespeare_dir(), train = " --train '" + d + "/train_*.bin'";
   expect_error("frobnicate", "unknown command");
