@@ -23,6 +23,7 @@ namespace cuda {
 constexpr int kLayernormBlocks = 128;  // most row ranges (blocks) of layernorm backward's dw/db partials
 constexpr int kBiasGradChunks = 64;    // row chunks of matmul's bias-gradient reduction (fixed: deterministic)
 constexpr int kSumSquaresBlocks = 512; // partial sums of sum_squares
+constexpr int kSumSquaresSlots = 64;   // results of sum_squares_all per host copy (more buffers: in chunks)
 constexpr int64_t kCublasWorkspaceBytes = int64_t{32} << 20;  // the cuBLASLt workspace, one per backend
 
 // Rounds a byte count up to 256 so sub-buffers carved from one scratch block stay aligned for cuBLASLt
@@ -37,8 +38,9 @@ inline int64_t matmul_backward_scratch_bytes(int64_t OC) { return sat_mul({kBias
 // encoder_backward over N = B*T positions: the (token, position) order and each token's group start and size,
 // three (N) int32 arrays, each rounded up to 256 bytes.
 inline int64_t encoder_backward_scratch_bytes(int64_t N) { return sat_mul({3, round_up_256(sat_mul({N, 4}))}); }
-// sum_squares: kSumSquaresBlocks partials and the result, fp64.
-inline int64_t sum_squares_scratch_bytes() { return (kSumSquaresBlocks + 1) * 8; }
+// sum_squares and sum_squares_all: kSumSquaresBlocks partials (reused buffer after buffer, in stream order)
+// and kSumSquaresSlots results (one per buffer of a chunk, copied to the host together), fp64.
+inline int64_t sum_squares_scratch_bytes() { return int64_t{kSumSquaresBlocks + kSumSquaresSlots} * 8; }
 
 // The simple attention path keeps the softmax probabilities P (B, NH, T, T) bf16; its scratch holds seven
 // head-major (B, NH, T, hs) bf16 copies and the (B, NH, T, T) scores in fp32 and bf16.

@@ -90,9 +90,12 @@ void classifier_backward(float* logits_to_dlogits /*(N,Vp)*/, float* losses /*(N
                          const int* targets /*(N)*/, float dloss, int N, int V, int Vp);
 
 // ---- optimizer and reductions on fp32 buffers (also used on host shards by the CUDA backend) -------
+// param_out (n) or null: receives a copy of the updated parameters (the compute dtype here is fp32).
 void adamw_update(float* param /*(n)*/, const float* grad /*(n)*/, float* m /*(n)*/, float* v /*(n)*/,
-                  size_t n, const AdamWParams& hp);
+                  float* param_out /*(n) or null*/, size_t n, const AdamWParams& hp);
 double sum_squares(const float* x /*(n)*/, size_t n);
+// The sums of squares of count buffers (xs[i], ns[i] elements each), added in index order from 0.
+double sum_squares_all(const float* const* xs /*(count)*/, const size_t* ns /*(count)*/, int count);
 void accumulate_f32(float* y /*(n) +=*/, const float* x /*(n)*/, size_t n);
 
 // ---- shared inline helpers --------------------------------------------------------------------------

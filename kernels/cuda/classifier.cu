@@ -59,6 +59,70 @@ __device__ __forceinline__ float elem(const uint4& u, int k) {
   return k % 2 == 0 ? __low2float(h) : __high2float(h);
 }
 
+// The vector path's three passes over one row (bf16, Vp % 8 == 0, 16-byte aligned): the first kCached
+// vectors of each thread stay in registers (cache), the rest are read again in each pass.
+__device__ __forceinline__ float row_max_vec(const bf16* x, uint4 (&cache)[kCached], int V, int nvec) {
+  float m = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < kCached; k++) {
+    const int v = k * kThreads + threadIdx.x;
+    if (v < nvec) {
+      cache[k] = reinterpret_cast<const uint4*>(x)[v];
+#pragma unroll
+      for (int e = 0; e < kVec; e++)
+        if (v * kVec + e < V) m = fmaxf(m, elem(cache[k], e));
+    }
+  }
+  for (int v = kCached * kThreads + threadIdx.x; v < nvec; v += kThreads) {  // beyond the cache (Vp > 57344)
+    const uint4 u = reinterpret_cast<const uint4*>(x)[v];
+#pragma unroll
+    for (int e = 0; e < kVec; e++)
+      if (v * kVec + e < V) m = fmaxf(m, elem(u, e));
+  }
+  return m;
+}
+
+__device__ __forceinline__ float row_expsum_vec(const bf16* x, const uint4 (&cache)[kCached], float M, int V, int nvec) {
+  float s = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kCached; k++) {
+    const int v = k * kThreads + threadIdx.x;
+    if (v < nvec) {
+#pragma unroll
+      for (int e = 0; e < kVec; e++)
+        if (v * kVec + e < V) s += exp_shifted(elem(cache[k], e), M);
+    }
+  }
+  for (int v = kCached * kThreads + threadIdx.x; v < nvec; v += kThreads) {
+    const uint4 u = reinterpret_cast<const uint4*>(x)[v];
+#pragma unroll
+    for (int e = 0; e < kVec; e++)
+      if (v * kVec + e < V) s += exp_shifted(elem(u, e), M);
+  }
+  return s;
+}
+
+// dlogits = (softmax - onehot(target)) * dloss written over the row, pads (j >= V) zero.
+__device__ __forceinline__ void row_grad_vec(bf16* x, const uint4 (&cache)[kCached], float M, float inv, int target,
+                                             float dloss, int V, int nvec) {
+  auto grad_vector = [&](const uint4& u, int v) {
+    float g[kVec];
+#pragma unroll
+    for (int e = 0; e < kVec; e++) {
+      const int j = v * kVec + e;
+      g[e] = j < V ? (exp_shifted(elem(u, e), M) * inv - (j == target ? 1.0f : 0.0f)) * dloss : 0.0f;
+    }
+    store8(x + static_cast<size_t>(v) * kVec, g);
+  };
+#pragma unroll
+  for (int k = 0; k < kCached; k++) {
+    const int v = k * kThreads + threadIdx.x;
+    if (v < nvec) grad_vector(cache[k], v);
+  }
+  for (int v = kCached * kThreads + threadIdx.x; v < nvec; v += kThreads)
+    grad_vector(reinterpret_cast<const uint4*>(x)[v], v);
+}
+
 template <bool kBackward, bool kVecPath>
 __global__ void __launch_bounds__(kThreads)
     classifier_kernel(float* losses, bf16* logits, const int* targets, float dloss, int V, int Vp) {
@@ -74,62 +138,10 @@ __global__ void __launch_bounds__(kThreads)
   if constexpr (kVecPath) {
     const int nvec = Vp / kVec;
     uint4 cache[kCached];
-    float m = -INFINITY;
-#pragma unroll
-    for (int k = 0; k < kCached; k++) {
-      const int v = k * kThreads + tid;
-      if (v < nvec) {
-        cache[k] = reinterpret_cast<const uint4*>(x)[v];
-#pragma unroll
-        for (int e = 0; e < kVec; e++)
-          if (v * kVec + e < V) m = fmaxf(m, elem(cache[k], e));
-      }
-    }
-    for (int v = kCached * kThreads + tid; v < nvec; v += kThreads) {  // beyond the cache (Vp > 57344)
-      const uint4 u = reinterpret_cast<const uint4*>(x)[v];
-#pragma unroll
-      for (int e = 0; e < kVec; e++)
-        if (v * kVec + e < V) m = fmaxf(m, elem(u, e));
-    }
-    const float M = block_max(m, red);
-
-    float s = 0.0f;
-#pragma unroll
-    for (int k = 0; k < kCached; k++) {
-      const int v = k * kThreads + tid;
-      if (v < nvec) {
-#pragma unroll
-        for (int e = 0; e < kVec; e++)
-          if (v * kVec + e < V) s += exp_shifted(elem(cache[k], e), M);
-      }
-    }
-    for (int v = kCached * kThreads + tid; v < nvec; v += kThreads) {
-      const uint4 u = reinterpret_cast<const uint4*>(x)[v];
-#pragma unroll
-      for (int e = 0; e < kVec; e++)
-        if (v * kVec + e < V) s += exp_shifted(elem(u, e), M);
-    }
-    const float S = block_sum(s, red);
+    const float M = block_max(row_max_vec(x, cache, V, nvec), red);
+    const float S = block_sum(row_expsum_vec(x, cache, M, V, nvec), red);
     if (tid == 0) losses[row] = logf(S) + M - s_target_logit;  // a bad target gives a NaN loss
-    if constexpr (kBackward) {
-      const float inv = 1.0f / S;
-      auto grad_vector = [&](const uint4& u, int v) {
-        float g[kVec];
-#pragma unroll
-        for (int e = 0; e < kVec; e++) {
-          const int j = v * kVec + e;
-          g[e] = j < V ? (exp_shifted(elem(u, e), M) * inv - (j == target ? 1.0f : 0.0f)) * dloss : 0.0f;
-        }
-        store8(x + static_cast<size_t>(v) * kVec, g);
-      };
-#pragma unroll
-      for (int k = 0; k < kCached; k++) {
-        const int v = k * kThreads + tid;
-        if (v < nvec) grad_vector(cache[k], v);
-      }
-      for (int v = kCached * kThreads + tid; v < nvec; v += kThreads)
-        grad_vector(reinterpret_cast<const uint4*>(x)[v], v);
-    }
+    if constexpr (kBackward) row_grad_vec(x, cache, M, 1.0f / S, target, dloss, V, nvec);
   } else {
     float m = -INFINITY;
     for (int j = tid; j < V; j += kThreads) m = fmaxf(m, to_f32(x[j]));

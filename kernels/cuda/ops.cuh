@@ -1,7 +1,8 @@
 // The CUDA twins of kernels/cpu: one function per Backend op, same argument order as the Backend method,
 // typed pointers (bf16 for the compute dtype, float for fp32 buffers), then what the GPU needs besides:
 // the cuBLASLt context for matrix products, a scratch block for ops with temporaries, and the stream.
-// Every function only enqueues work on `stream` (sum_squares excepted: it returns a host value).
+// Every function only enqueues work on `stream` (sum_squares and sum_squares_all excepted: they return a
+// host value).
 //
 // Scratch: an op that needs temporaries says how many bytes through its *_scratch_bytes function
 // (kernels/sizes.h) and receives a device block at least that long; the content need not survive between
@@ -165,10 +166,13 @@ void classifier_backward(bf16* logits_to_dlogits /*(N,Vp)*/, float* losses /*(N)
                          const int* targets /*(N)*/, float dloss, int N, int V, int Vp, cudaStream_t stream);
 
 // ---- adamw.cu ---------------------------------------------------------------------------------
-void adamw_update(float* param, const float* grad, float* m, float* v, size_t n, const AdamWParams& hp,
-                  cudaStream_t stream);
-// Waits for the stream (the result is a host value).
+// param_out (n) bf16 or null: receives the updated parameters rounded to bf16, in the same pass.
+void adamw_update(float* param, const float* grad, float* m, float* v, bf16* param_out, size_t n,
+                  const AdamWParams& hp, cudaStream_t stream);
+// Wait for the stream (the result is a host value). sum_squares_all: the sums of squares of count buffers
+// (xs[i], ns[i] elements), added in index order; one host wait per kSumSquaresSlots buffers.
 double sum_squares(const float* x, size_t n, void* scratch, cudaStream_t stream);
+double sum_squares_all(const float* const* xs, const size_t* ns, int count, void* scratch, cudaStream_t stream);
 void accumulate_f32(float* y /*+=*/, const float* x, size_t n, cudaStream_t stream);
 
 }  // namespace gpt::cuda

@@ -45,6 +45,12 @@ uint64_t Backend::copy_d2h_async(void* dst, const void* src, size_t bytes) {
   return 0;
 }
 
+double Backend::sum_squares_all(const float* const* xs, const size_t* ns, int count) {
+  double total = 0.0;
+  for (int i = 0; i < count; i++) total += sum_squares(xs[i], ns[i]);
+  return total;
+}
+
 void Backend::set_attention_path(AttentionPath path, bool automatic) {
   GPT_CHECK(path == AttentionPath::simple, "--attention ", attention_path_name(path), ": the ", name(),
             " backend has only the simple path (use --device cuda)");

@@ -177,11 +177,18 @@ class Backend {
                                    double* loss_sum /*(1) += or null*/, const int* targets /*(N)*/, float dloss,
                                    int N, int V, int Vp) = 0;
 
-  // AdamW on one contiguous fp32 segment (decoupled weight decay, bias-corrected moments).
-  virtual void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
-                            const AdamWParams& hp) = 0;
+  // AdamW on one contiguous fp32 segment (decoupled weight decay, bias-corrected moments). param_out, when not
+  // null, receives the updated parameters in this backend's compute dtype, in the same pass (cuda: rounded to
+  // bf16 as f32_to_compute rounds; cpu: an fp32 copy): the FSDP engine's compute copy (fsdp/geometry.h).
+  virtual void adamw_update(float* param, const float* grad, float* m, float* v, void* param_out /*(n) or null*/,
+                            size_t n, const AdamWParams& hp) = 0;
   // sum of squares of an fp32 buffer, accumulated in double (for the global grad norm).
   virtual double sum_squares(const float* x, size_t n) = 0;
+  // The sums of squares of count fp32 buffers (xs[i], ns[i] elements), each as sum_squares computes it,
+  // added in index order starting from 0: bit-identical to the loop of sum_squares (the default; the cpu
+  // backend's op is that loop). cuda queues every buffer's reduction and waits for the device once, not once
+  // per buffer.
+  virtual double sum_squares_all(const float* const* xs, const size_t* ns, int count);
   // y += x for fp32 buffers (gradient accumulation into shards).
   virtual void accumulate_f32(float* y, const float* x, size_t n) = 0;
 

@@ -126,11 +126,14 @@ class CpuBackend : public Backend {
     cpu::classifier_backward(f(logits_to_dlogits), losses, loss_sum, targets, dloss, N, V, Vp);
   }
 
-  void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
+  void adamw_update(float* param, const float* grad, float* m, float* v, void* param_out, size_t n,
                     const AdamWParams& hp) override {
-    cpu::adamw_update(param, grad, m, v, n, hp);
+    cpu::adamw_update(param, grad, m, v, static_cast<float*>(param_out), n, hp);
   }
   double sum_squares(const float* x, size_t n) override { return cpu::sum_squares(x, n); }
+  double sum_squares_all(const float* const* xs, const size_t* ns, int count) override {
+    return cpu::sum_squares_all(xs, ns, count);
+  }
   void accumulate_f32(float* y, const float* x, size_t n) override { cpu::accumulate_f32(y, x, n); }
 
  protected:

@@ -17,7 +17,7 @@ enum class MemCat : int {
   param_shard,     // fp32 master parameters owned by this rank (1/N of each unit)
   grad_shard,      // fp32 gradient shard owned by this rank
   optim_state,     // Adam m and v for the owned shard
-  gathered_param,  // gather slots: full (unsharded) unit parameters in compute dtype
+  gathered_param,  // full (unsharded) unit parameters in compute dtype: gather slots, or the compute copy
   gathered_grad,   // full-unit gradient buffers before reduce-scatter
   activation,      // forward activations kept for backward, and activation gradients
   workspace,       // scratch: logits, staging buffers, library workspaces

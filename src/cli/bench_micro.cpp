@@ -40,7 +40,7 @@ void bench_host_adamw(int64_t n, int reps, bool json) {
   for (int r = 0; r < reps + 1; r++) {  // first round warms pages and threads
     hp.step = r + 1;
     double t0 = now_seconds();
-    host->adamw_update(p.data(), g.data(), m.data(), v.data(), (size_t)n, hp);
+    host->adamw_update(p.data(), g.data(), m.data(), v.data(), nullptr, (size_t)n, hp);
     double t1 = now_seconds();
     // the bandwidth probe: AdamW's exact memory traffic (read p g m v, write p m v) with trivial arithmetic
     float *pp = p.data(), *mp = m.data(), *vp = v.data();

@@ -36,6 +36,7 @@ static std::string make_bench_shard(const TrainOptions& o, int world_size, int s
 
 struct BenchResult {
   double ms = 0, tokens_per_s = 0, mfu = 0, peak_device_mib = 0, peak_host_mib = 0;
+  int64_t peak_device_bytes = 0, peak_host_bytes = 0;  // the ledger's peaks, exact (what memplan predicts)
   int steps = 0;
   double ms_min = 0, ms_max = 0;
 };
@@ -60,8 +61,10 @@ static BenchResult bench_once(TrainOptions o, Communicator& world) {
   r.ms_max = ms.back();
   r.tokens_per_s = t.options().total_batch / (r.ms / 1e3);
   r.mfu = r.tokens_per_s * t.flops_per_token() / (t.peak_flops() * world.world());
-  r.peak_device_mib = t.backend().ledger().peak_total(MemDomain::device) / 1048576.0;
-  r.peak_host_mib = t.backend().ledger().peak_total(MemDomain::host) / 1048576.0;
+  r.peak_device_bytes = t.backend().ledger().peak_total(MemDomain::device);
+  r.peak_host_bytes = t.backend().ledger().peak_total(MemDomain::host);
+  r.peak_device_mib = r.peak_device_bytes / 1048576.0;
+  r.peak_host_mib = r.peak_host_bytes / 1048576.0;
   return r;
 }
 
@@ -137,7 +140,8 @@ int cmd_bench(int argc, char** argv, Communicator& world) {
               ", \"T\": ", o.T, ", \"ranks\": ", world.world(), ", \"device\": \"", dev, "\", \"recompute\": \"",
               o.recompute.str(), "\", \"offload\": \"", FsdpOptions::name(o.fsdp.offload), "\", \"shard\": \"",
               FsdpOptions::name(o.fsdp.strategy), "\", \"ms_per_step\": ", r.ms, ", \"tokens_per_s\": ", r.tokens_per_s,
-              ", \"mfu\": ", r.mfu, ", \"peak_device_mib\": ", r.peak_device_mib, ", \"peak_host_mib\": ", r.peak_host_mib, "}");
+              ", \"mfu\": ", r.mfu, ", \"peak_device_mib\": ", r.peak_device_mib, ", \"peak_host_mib\": ", r.peak_host_mib,
+              ", \"peak_device_bytes\": ", r.peak_device_bytes, ", \"peak_host_bytes\": ", r.peak_host_bytes, "}");
   } else {
     log_rank0(world, "bench ", o.config_name, " (", o.model.num_params() / 1e6, "M params) B=", o.B, " T=", o.T,
               " ranks=", world.world(), " device=", dev, " recompute=", o.recompute.str(), " offload=",

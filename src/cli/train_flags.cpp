@@ -26,6 +26,7 @@ const char* kTrainFlagsHelp =
     "optimizer:\n"
     "  --steps N (100)  --lr F (6e-4)  --warmup N (0)  --min-lr-frac F (0.1)\n"
     "  --weight-decay F (0.1, matrices only)  --grad-clip F (1.0, 0 = off)  --seed N (1337)\n"
+    "  --beta1 F (0.9)  --beta2 F (0.95)   AdamW's moment decays, in [0, 0.9999]\n"
     "sharding and memory:\n"
     "  --device cpu|cuda|auto        --shard full|grad_op|none|hybrid (full)  --shard-group G\n"
     "  --gather-slots K (2)          --no-sync   (accumulate full grads locally, reduce on the last micro-step)\n"
@@ -93,6 +94,8 @@ TrainOptions parse_train_flags(Flags& f, const std::string& default_config) {
   o.min_lr_frac = (float)f.f64("--min-lr-frac", 0.1, 0, 1);
   o.optim.weight_decay = (float)f.f64("--weight-decay", 0.1, 0, 10);
   o.optim.grad_clip = (float)f.f64("--grad-clip", 1.0, 0, 1e9);
+  o.optim.beta1 = (float)f.f64("--beta1", 0.9, 0, 0.9999);
+  o.optim.beta2 = (float)f.f64("--beta2", 0.95, 0, 0.9999);
   o.seed = (uint64_t)f.i64("--seed", 1337, 0, INT64_MAX);
   o.device = f.str("--device", "auto");
   GPT_CHECK(o.device == "auto" || o.device == "cpu" || o.device == "cuda", "--device: expected cpu, cuda or auto, got '",

@@ -60,7 +60,8 @@ void FsdpEngine::with_buffer(const BufferSpec& b, F&& f) {
     case EngineBuffer::grad: return f(units_[b.index].grad);
     case EngineBuffer::adam_m: return f(units_[b.index].m);
     case EngineBuffer::adam_v: return f(units_[b.index].v);
-    case EngineBuffer::param_dev: return f(units_[b.index].param_dev);
+    case EngineBuffer::param_dev:
+    case EngineBuffer::compute_copy: return f(units_[b.index].param_dev);  // the two rules never meet
     case EngineBuffer::nosync_acc: return f(units_[b.index].nosync_acc);
     case EngineBuffer::slot_data: return f(slots_[b.index].data);
     case EngineBuffer::slot_stage_f32: return f(slots_[b.index].stage_f32);

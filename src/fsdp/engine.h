@@ -19,6 +19,15 @@
 //  - --reduce-dtype bf16 (more than one rank): grad_ready rounds the fp32 full gradient to bf16 into the
 //    slot's send buffer and reduces that; the bf16 result is widened to fp32 before it is added to the
 //    grad shard. The hybrid replica all-reduce runs on the bf16 shard too.
+//  - Nothing is gathered when G = 1 without offload: with fp32 compute the model reads the fp32 shards in
+//    place (direct params); with bf16 compute (cuda: one GPU, or --shard none) every unit keeps a bf16 copy
+//    of its parameters (the compute copy, geometry.h) that AdamW writes in the same pass as the fp32 master
+//    (ShardSegment::param_out), so acquire returns it at once, with no conversion and no slot.
+//  - Device copies of the params (param_dev: the compute copy, or the gather input under offload optimizer)
+//    are refreshed by one mechanism, refresh_device_copy, whenever the fp32 params change by any other way
+//    than an update that writes them itself (loading, host AdamW).
+//  - The gradient norm (grad_sumsq) sums every unit's grad shard in one Backend::sum_squares_all call: one
+//    host wait per step on cuda.
 //
 // The call order of a step, which the engine checks (a call out of order throws gpt::Error naming the unit):
 //   begin_step()                        reshards what forward-only passes (eval, sample) left gathered,
@@ -53,6 +62,10 @@ enum class ShardState { param, grad, adam_m, adam_v };
 // states' memory (device, or host when offloaded), n elements each.
 struct ShardSegment {
   float* param;
+  // The same n parameters in the compute copy (compute dtype, device), or null when there is none: the update
+  // must write the updated parameters there too (Backend::adamw_update's param_out), or the model reads stale
+  // ones.
+  void* param_out;
   const float* grad;
   float* m;
   float* v;
@@ -77,7 +90,8 @@ class FsdpEngine : public ParamSource {
   void finish_backward();                       // wait for every in-flight reduction (and host grad adds)
   double grad_sumsq();                          // global sum of squares of the reduced gradient
   // Runs `update` on every segment of every shard with the backend that holds the states, then drops the
-  // gathered copies of the old parameters and refreshes the device copies (offload optimizer).
+  // gathered copies of the old parameters and refreshes the device copies (offload optimizer); the compute
+  // copy is the update's to write (ShardSegment::param_out).
   void update_params(const std::function<void(Backend& states, const ShardSegment&)>& update);
 
   const Layout& layout() const { return layout_; }
@@ -112,7 +126,7 @@ class FsdpEngine : public ParamSource {
     float* grad = nullptr;        // (shard) fp32 grad shard
     float* m = nullptr;           // (shard) Adam first moment
     float* v = nullptr;           // (shard) Adam second moment
-    void* param_dev = nullptr;    // (shard) compute-dtype device copy (offload optimizer only)
+    void* param_dev = nullptr;    // (shard) compute-dtype device copy: offload optimizer or the compute copy
     float* nosync_acc = nullptr;  // (padded) full-grad accumulator for --no-sync
     ParamState state = ParamState::sharded;
     int slot = -1;                // gather slot while gathering or gathered
@@ -161,7 +175,7 @@ class FsdpEngine : public ParamSource {
   void finish_host_grad(GradSlot& gs);     // host: wait for the slot's d2h copy, add it into the grad shard
   void release_copy_source(GradSlot& gs);  // compute: wait for the slot's d2h copy before reusing its buffers
   void wait_host_copies();                 // the host waits for every offload copy issued so far
-  void refresh_device_copy(int unit);      // param_dev <- param (offload optimizer)
+  void refresh_device_copy(int unit);      // param_dev <- param (offload optimizer, compute copy)
   uint64_t track(uint64_t ticket) { return last_copy_ = ticket ? ticket : last_copy_; }
   void trace_counters();  // slot occupancy and bytes in flight, for the trace's counter tracks
   void check_quiet(const char* what) const;  // nothing held, no gradient open or in flight, or throw

@@ -9,6 +9,7 @@
 // Every entry point checks the call order it expects (engine.h) and throws naming the unit otherwise.
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "src/core/check.h"
 #include "src/fsdp/engine.h"
@@ -149,6 +150,7 @@ const void* FsdpEngine::acquire(int u, Pass pass) {
   s.held = true;
   s.held_pass = pass;
   if (geo_.direct_params) return s.param;
+  if (geo_.compute_copy) return s.param_dev;
   if (s.state != ParamState::gathered) {
     start_gather(u);
     wait_gather(u);
@@ -162,7 +164,7 @@ void FsdpEngine::release(int u, Pass pass) {
             u >= 0 && u < num_units() ? name(u) : std::to_string(u), ", ", pass_name(pass),
             ") of a unit not acquired in that pass");
   units_[u].held = false;
-  if (geo_.direct_params) return;
+  if (geo_.resident_params()) return;
   if (pass == Pass::forward && keeps_after_forward(u)) return;
   free_unit(u);
 }
@@ -327,10 +329,16 @@ void FsdpEngine::finish_backward() {
   wait_host_copies();  // and no copy still reads a host shard the optimizer is about to write
 }
 
+// Every unit's grad shard in one call (one host wait on cuda), summed in unit order.
 double FsdpEngine::grad_sumsq() {
   check_quiet("grad_sumsq");
-  double local = 0;
-  for (int u = 0; u < num_units(); u++) local += states_->sum_squares(units_[u].grad, (size_t)geo_.units[u].shard_numel);
+  std::vector<const float*> xs;
+  std::vector<size_t> ns;
+  for (int u = 0; u < num_units(); u++) {
+    xs.push_back(units_[u].grad);
+    ns.push_back((size_t)geo_.units[u].shard_numel);
+  }
+  const double local = states_->sum_squares_all(xs.data(), ns.data(), num_units());
   return geo_.group > 1 ? shard_comm_->all_reduce_scalar(local, ReduceOp::sum) : local;
 }
 
@@ -348,18 +356,27 @@ void FsdpEngine::update_params(const std::function<void(Backend& states, const S
       const int64_t a = std::max(lo, t.offset), b = std::min(hi, t_hi);
       if (a >= b) continue;
       const int64_t off = a - lo;
-      update(*states_, ShardSegment{s.param + off, s.grad + off, s.m + off, s.v + off, (size_t)(b - a), t.weight_decay});
+      // The compute copy is written by the update itself, in the same pass over the segment.
+      void* out = geo_.compute_copy ? static_cast<char*>(s.param_dev) + off * (int64_t)be_.compute_size() : nullptr;
+      update(*states_,
+             ShardSegment{s.param + off, out, s.grad + off, s.m + off, s.v + off, (size_t)(b - a), t.weight_decay});
     }
-    refresh_device_copy(u);
+    if (!geo_.compute_copy) refresh_device_copy(u);
   }
 }
 
-// Copy-stream copy, waited for by the compute stream only (the next gather reads param_dev on it); the
-// host shard it reads is not written again before the next finish_backward waits for it.
+// param_dev <- param in the compute dtype, whichever rule keeps the copy. Compute copy: one conversion on the
+// compute stream (the states are on the device). Offload optimizer: a copy-stream copy, waited for by the
+// compute stream only (the next gather reads param_dev on it); the host shard it reads is not written again
+// before the next finish_backward waits for it.
 void FsdpEngine::refresh_device_copy(int u) {
-  if (geo_.opt.offload != OffloadMode::optimizer) return;
   Unit& s = units_[u];
   const size_t n = (size_t)geo_.units[u].shard_numel;
+  if (geo_.compute_copy) {
+    be_.f32_to_compute(s.param_dev, s.param, n);
+    return;
+  }
+  if (geo_.opt.offload != OffloadMode::optimizer) return;
   if (be_.compute_dtype() == DType::F32) {
     be_.wait_copy_device(track(be_.copy_h2d_async(s.param_dev, s.param, n * sizeof(float))));
   } else {

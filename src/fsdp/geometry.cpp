@@ -39,6 +39,7 @@ EngineGeometry::EngineGeometry(const std::vector<int64_t>& unit_numel, int world
   const OffloadMode off = opt.offload;
   host_states = off != OffloadMode::none;
   direct_params = compute == DType::F32 && group == 1 && off == OffloadMode::none;
+  compute_copy = compute != DType::F32 && group == 1 && off == OffloadMode::none;
   direct_grads = world == 1 && off == OffloadMode::none;
   bf16_reduce = opt.reduce_dtype == DType::BF16 && world > 1;
   for (size_t u = 0; u < unit_numel.size(); u++) {
@@ -53,7 +54,8 @@ EngineGeometry::EngineGeometry(const std::vector<int64_t>& unit_numel, int world
     }
     units.push_back(g);
   }
-  if (!direct_params) rotating_slots = opt.strategy == ShardStrategy::grad_op ? (int)units.size() - 1 : opt.gather_slots;
+  if (!resident_params())
+    rotating_slots = opt.strategy == ShardStrategy::grad_op ? (int)units.size() - 1 : opt.gather_slots;
   if (!direct_grads) grad_slots = 3;
 }
 
@@ -85,6 +87,7 @@ std::vector<BufferSpec> EngineGeometry::buffers() const {
     add(EngineBuffer::adam_m, u, states_domain(), MemCat::optim_state, 4 * shard);
     add(EngineBuffer::adam_v, u, states_domain(), MemCat::optim_state, 4 * shard);
     if (off == OffloadMode::optimizer) add(EngineBuffer::param_dev, u, dev, MemCat::param_shard, cs * shard);
+    if (compute_copy) add(EngineBuffer::compute_copy, u, dev, MemCat::gathered_param, cs * shard);
     if (opt.no_sync && !direct_grads) add(EngineBuffer::nosync_acc, u, dev, MemCat::gathered_grad, 4 * padded);
   }
   for (int i = 0; i < gather_slots(); i++) {

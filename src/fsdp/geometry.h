@@ -11,6 +11,14 @@
 //    elements is padded to a multiple of G; rank r of the group owns the contiguous slice r.
 //  - Model states (fp32 master, grad, Adam m and v shards) live on the device, or on the host when offloaded.
 //  - Direct params: fp32 compute, G = 1 and no offload: the model reads the fp32 shards in place (no slot).
+//  - Compute copy: compute dtype other than fp32 (bf16 on cuda), G = 1 and no offload: every unit keeps a
+//    persistent compute-dtype copy of its (whole, since G = 1) parameters, which AdamW writes in the same pass
+//    as the fp32 master (Backend::adamw_update's param_out) and loading refreshes (f32_to_compute); the model
+//    reads it in place. No gather slots, no staging, no conversion per acquire. Its ledger category is
+//    gathered_param: it is what a gather slot would hold (the unit's full parameters in the compute dtype,
+//    what the model reads between acquire and release) and takes the slots' place, while param_shard keeps
+//    meaning the fp32 master, so model states stay 16 bytes per owned parameter. It costs 2 bytes per
+//    parameter instead of the slots' root + K x largest unit (and their staging).
 //  - Direct grads: one rank and no offload: backward accumulates straight into the grad shards.
 //  - Gather slots: [0] the root unit (embed); then K rotating slots sized for the largest other unit
 //    (--gather-slots), or one per non-root unit under grad_op (forward's gather is kept until backward).
@@ -40,6 +48,7 @@ struct UnitGeometry {
 enum class EngineBuffer {
   param, grad, adam_m, adam_v,  // (shard) fp32 model states, in the states' domain
   param_dev,                    // (shard) compute dtype: device copy of the param shard (offload optimizer)
+  compute_copy,                 // (shard = padded, G = 1) compute dtype: what the model reads (compute copy)
   nosync_acc,                   // (padded) fp32: the unit's --no-sync gradient accumulator
   slot_data,                    // (padded) compute dtype: a gathered unit
   slot_stage_f32,               // (shard) fp32: host -> device staging of the shard (offload params)
@@ -79,16 +88,19 @@ class EngineGeometry {
   FsdpOptions opt;
   bool host_states = false;    // the fp32 states live on the host (offload optimizer or params)
   bool direct_params = false;  // the model reads the fp32 param shards in place
+  bool compute_copy = false;   // the model reads each unit's persistent compute-dtype copy, written by AdamW
   bool direct_grads = false;   // backward accumulates into the grad shards
   bool bf16_reduce = false;    // gradients travel in bf16 (--reduce-dtype bf16 and something to communicate)
-  int rotating_slots = 0;      // non-root gather slots (0 with direct params)
+  int rotating_slots = 0;      // non-root gather slots (0 with resident params)
   int grad_slots = 0;          // gradient slots, root's included (0 with direct grads)
   std::vector<UnitGeometry> units;
   int64_t max_padded = 0;      // the largest non-root unit, padded: sizes the rotating slots
   int64_t max_shard = 0;       // its shard
 
   MemDomain states_domain() const { return host_states ? MemDomain::host : MemDomain::device; }
-  int gather_slots() const { return direct_params ? 0 : 1 + rotating_slots; }
+  // The model reads a persistent per-unit buffer (direct params or the compute copy): nothing is gathered.
+  bool resident_params() const { return direct_params || compute_copy; }
+  int gather_slots() const { return resident_params() ? 0 : 1 + rotating_slots; }
   // Sizes of slot i ([0] root, the others for the largest non-root unit).
   int64_t slot_padded(int i) const { return i == 0 ? units[0].padded : max_padded; }
   int64_t slot_shard(int i) const { return i == 0 ? units[0].shard_numel : max_shard; }

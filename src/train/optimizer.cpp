@@ -15,7 +15,7 @@ float adamw_step(FsdpEngine& engine, const OptimizerConfig& cfg, float lr, int s
   hp.step = step;
   engine.update_params([&](Backend& states, const ShardSegment& s) {
     hp.weight_decay = s.decay ? cfg.weight_decay : 0.0f;
-    states.adamw_update(s.param, s.grad, s.m, s.v, s.n, hp);
+    states.adamw_update(s.param, s.grad, s.m, s.v, s.param_out, s.n, hp);
   });
   return scale;
 }

@@ -23,7 +23,7 @@ struct TrainOptions {
   float lr = 6e-4f;                // --lr: peak learning rate
   float min_lr_frac = 0.1f;        // --min-lr-frac: final rate as a fraction of --lr (cosine decay)
   int warmup = 0;                  // --warmup: linear warmup steps
-  OptimizerConfig optim;           // --weight-decay, --grad-clip (betas 0.9/0.95, eps 1e-8)
+  OptimizerConfig optim;           // --weight-decay, --grad-clip, --beta1, --beta2 (eps 1e-8)
   uint64_t seed = 1337;            // --seed: init and sampling
   std::string device = "auto";     // --device cpu|cuda|auto
   std::string attention = "auto";  // --attention auto|simple|fused|cudnn (kernels/attention_rules.h)

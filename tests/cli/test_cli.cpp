@@ -81,6 +81,44 @@ TEST(Cli, UnwritableTraceIsReportedAndTrainingStillRuns) {
   EXPECT_FALSE(read_file(out + "/run/model.bin").empty());
 }
 
+// --beta1/--beta2 reach AdamW: stating the defaults changes no bit of the trained model, another beta2
+// changes it (Adam's first step is beta-free after bias correction, so three steps are run).
+TEST(Cli, AdamBetasReachTheOptimizer) {
+  const std::string d = shakespeare_dir(), out = scratch_dir();
+  const std::string base = std::string("train ") + kTiny + "--steps 3 --sample-tokens 0 --train '" + d + "/train_*.bin' --out " + out;
+  for (const char* run_name : {"default", "stated", "other"}) {
+    const std::string extra = std::string(run_name) == "stated" ? " --beta1 0.9 --beta2 0.95"
+                              : std::string(run_name) == "other" ? " --beta2 0.99" : "";
+    Result r = run(base + "/" + run_name + extra);
+    ASSERT_EQ(r.code, 0) << r.out;
+  }
+  const std::string a = read_file(out + "/default/model.bin");
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a, read_file(out + "/stated/model.bin"));
+  EXPECT_NE(a, read_file(out + "/other/model.bin"));
+}
+
+// The integer after "key": in a one-line JSON object, or -1.
+long long json_int(const std::string& text, const std::string& key) {
+  const size_t at = text.find("\"" + key + "\": ");
+  return at == std::string::npos ? -1 : std::stoll(text.substr(at + key.size() + 4));
+}
+
+// gpt bench --json reports the ledger's peaks in bytes, and they are what gpt memplan predicted for the same
+// flags, to the byte (the figure gpu_check.sh compares on a GPU), under levers that move both domains.
+TEST(Cli, BenchPeakBytesAreTheMemoryPlan) {
+  const std::string shape = " --n-layer 2 --n-head 2 --d-model 32 --seq-len 32 --vocab 256 -B 2 -T 32";
+  for (const char* lever : {"", " --recompute selective", " --offload optimizer --recompute full"}) {
+    Result b = run("bench" + shape + lever + " --steps 2 --json --quiet");
+    Result m = run("memplan" + shape + lever + " --json");
+    ASSERT_EQ(b.code, 0) << b.out;
+    ASSERT_EQ(m.code, 0) << m.out;
+    EXPECT_GT(json_int(b.out, "peak_device_bytes"), 0) << b.out;
+    EXPECT_EQ(json_int(b.out, "peak_device_bytes"), json_int(m.out, "device_peak_bytes")) << lever;
+    EXPECT_EQ(json_int(b.out, "peak_host_bytes"), json_int(m.out, "host_peak_bytes")) << lever;
+  }
+}
+
 TEST(Cli, BadFlagsAndConfigs) {
   const std::string d = shakespeare_dir(), train = " --train '" + d + "/train_*.bin'";
   expect_error("frobnicate", "unknown command");
@@ -97,6 +135,8 @@ TEST(Cli, BadFlagsAndConfigs) {
   expect_error("train --config d2 --shard-group 2" + train, "--shard-group");
   expect_error("train --config d2 --recompute every:0" + train, "every");
   expect_error("train --config d2 --lr -1" + train, "--lr");
+  expect_error("train --config d2 --beta2 1" + train, "--beta2");
+  expect_error("train --config d2 --beta1 -0.1" + train, "--beta1");
   expect_error("train --config d2 --total-batch 100 -B 2 -T 32" + train, "--total-batch");
   expect_error("train --config d2 --device tpu" + train, "--device");
   expect_error("train --config d2 --attention sparse" + train, "--attention");

@@ -1,6 +1,10 @@
 // AdamW against a closed-form double computation of several steps (weight decay, grad_scale and bias
-// correction all active), plus sum_squares and accumulate_f32 against double loops, and the thread-count
-// independence of every reduction that feeds a parameter gradient or the gradient norm.
+// correction all active) and with a compute-copy output, plus sum_squares, sum_squares_all and
+// accumulate_f32 against double loops, and the thread-count independence of every reduction that feeds a
+// parameter gradient or the gradient norm.
+#include <cmath>
+#include <cstring>
+
 #include "tests/ops/op_test_util.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -24,7 +28,7 @@ TEST(AdamW, MatchesClosedFormOverSeveralSteps) {
   for (int step = 1; step <= 4; step++) {
     auto g = randn(n, 100 + step, step == 3 ? 1e-4 : 1.0);  // one step with tiny grads: eps matters
     hp.step = step;
-    be->adamw_update(p.data(), g.data(), m.data(), v.data(), n, hp);
+    be->adamw_update(p.data(), g.data(), m.data(), v.data(), nullptr, n, hp);
     double b1 = hp.beta1, b2 = hp.beta2;
     for (size_t i = 0; i < n; i++) {
       double gs = g[i] * static_cast<double>(hp.grad_scale);
@@ -47,7 +51,67 @@ TEST(AdamW, StepZeroIsAnError) {
   float p = 1, g = 1, m = 0, v = 0;
   AdamWParams hp;
   hp.step = 0;
-  EXPECT_THROW(be->adamw_update(&p, &g, &m, &v, 1, hp), gpt::Error);
+  EXPECT_THROW(be->adamw_update(&p, &g, &m, &v, nullptr, 1, hp), gpt::Error);
+}
+
+// The cpu twin of the compute copy (Backend::adamw_update's param_out): with an output the update is the same
+// update, bit for bit (param, m, v), and the output holds the updated fp32 params (the cpu's compute dtype).
+// Sizes on both sides of the parallel threshold.
+TEST(AdamW, ComputeCopyOutputIsTheUpdatedParam) {
+  auto be = cpu_backend();
+  AdamWParams hp;
+  hp.lr = 1e-2f;
+  hp.weight_decay = 0.1f;
+  hp.grad_scale = 0.5f;
+  for (size_t n : {size_t{1}, size_t{1001}, size_t{40001}}) {
+    const auto p0 = randn(n, 11), g = randn(n, 12), m0 = randn(n, 13, 0.1);
+    std::vector<float> v0 = randn(n, 14, 0.01);
+    for (float& x : v0) x = x * x;
+    std::vector<float> p[2] = {p0, p0}, m[2] = {m0, m0}, v[2] = {v0, v0}, out(n, -7.0f);
+    for (int step = 1; step <= 3; step++) {
+      hp.step = step;
+      be->adamw_update(p[0].data(), g.data(), m[0].data(), v[0].data(), nullptr, n, hp);
+      be->adamw_update(p[1].data(), g.data(), m[1].data(), v[1].data(), out.data(), n, hp);
+      EXPECT_EQ(std::memcmp(p[0].data(), p[1].data(), n * 4), 0) << n << " step " << step;
+      EXPECT_EQ(std::memcmp(m[0].data(), m[1].data(), n * 4), 0) << n << " step " << step;
+      EXPECT_EQ(std::memcmp(v[0].data(), v[1].data(), n * 4), 0) << n << " step " << step;
+      EXPECT_EQ(std::memcmp(out.data(), p[1].data(), n * 4), 0) << n << " step " << step;
+    }
+  }
+}
+
+// sum_squares_all (cpu::sum_squares_all, on the cpu backend and the host side of a device; the Backend
+// default, which backends without an op of their own keep, is checked through the engine in
+// tests/fsdp/test_compute_copy.cpp) is the loop of sum_squares added in index order from 0, bit for bit, so
+// the engine's gradient norm does not change; and it is the sum of squares, against a long double sum (exact
+// squares; only the double additions round). Buffers of assorted lengths, the empty one and those past the
+// parallel threshold included.
+TEST(SumSquaresAll, IsTheLoopBitForBitAndTheSum) {
+  auto be = cpu_backend();
+  auto host = make_host_backend(*be);
+  const std::vector<size_t> ns = {57344, 0, 198272, 1, 198272, 17, 256, 100003};
+  std::vector<std::vector<float>> bufs;
+  std::vector<const float*> xs;
+  long double ref = 0;
+  size_t total = 0;
+  for (size_t i = 0; i < ns.size(); i++) bufs.push_back(randn(ns[i], 40 + (int)i, 1e-3 * (double)(i + 1)));
+  for (const auto& b : bufs) {
+    xs.push_back(b.data());
+    for (float f : b) ref += static_cast<long double>(f) * f;
+    total += b.size();
+  }
+  const double tol = 2.0 * (double)total * std::ldexp(1.0, -53) * (double)ref;  // |terms| sum to the sum
+  for (Backend* b : {be.get(), host.get()}) {
+    double loop = 0;
+    for (size_t i = 0; i < ns.size(); i++) loop += b->sum_squares(xs[i], ns[i]);
+    const double all = b->sum_squares_all(xs.data(), ns.data(), (int)ns.size());
+    EXPECT_EQ(std::memcmp(&all, &loop, sizeof(double)), 0) << b->name() << ": " << all << " vs " << loop;
+    EXPECT_NEAR(all, (double)ref, tol) << b->name();
+    EXPECT_EQ(b->sum_squares_all(xs.data(), ns.data(), 0), 0.0);
+    const double one = b->sum_squares_all(xs.data(), ns.data(), 1);
+    const double single = b->sum_squares(xs[0], ns[0]);
+    EXPECT_EQ(std::memcmp(&one, &single, sizeof(double)), 0) << b->name();
+  }
 }
 
 TEST(SumSquares, MatchesDoubleLoop) {

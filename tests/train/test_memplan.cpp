@@ -1,6 +1,7 @@
 // The memory planner without running anything: ZeRO's Table 1 (arXiv 1910.02054) from its closed forms
-// and from the paper's printed values, our own 16-bytes-per-owned-parameter accounting, a bf16 (cuda)
-// plan worked out by hand from the allocation sites, the budget search and its errors, byte-size parsing,
+// and from the paper's printed values, our own 16-bytes-per-owned-parameter accounting, bf16 (cuda) plans
+// worked out by hand from the allocation sites (one rank: the compute copy instead of gather slots, also as
+// pure geometry), the budget search and its errors, byte-size parsing,
 // and `gpt memplan`'s flag errors and output. The plan against real runs' ledgers is in
 // tests/fsdp/test_memplan_measured.cpp.
 #include <gtest/gtest.h>
@@ -12,6 +13,8 @@
 #include "src/cli/commands.h"
 #include "src/core/check.h"
 #include "src/dist/comm_world.h"
+#include "src/fsdp/geometry.h"
+#include "src/model/layout.h"
 #include "src/plan/memplan.h"
 #include "tests/common/tiny_config.h"
 
@@ -127,6 +130,126 @@ TEST(MemPlanBF16, HandComputedDeviceBytes) {
   for (int c = 0; c < kMemCats; c++) sum += p.at(MemDomain::device, (MemCat)c);
   EXPECT_EQ(p.device_peak, sum);
   EXPECT_EQ(p.host_peak, 64);
+}
+
+// The same model on ONE rank (G = 1, no offload): the compute copy (fsdp/geometry.h). Every unit keeps a bf16
+// copy of its parameters, written by AdamW, so there are no gather slots and no bf16 staging: gathered_param
+// is 2 bytes per parameter, workspace only the cuBLASLt workspace and the op scratch. Gradients go straight
+// into the grad shards (one rank), so there are no gradient slots either.
+TEST(MemPlanBF16, OneRankKeepsABf16ComputeCopy) {
+  MemPlanInput in;
+  in.cfg = tiny(2, 2, 128);
+  in.world = 1;
+  in.B = 1;
+  in.T = 8;
+  in.compute = DType::BF16;
+  for (ShardStrategy st : {ShardStrategy::full, ShardStrategy::grad_op, ShardStrategy::none}) {
+    in.fsdp.strategy = st;
+    const MemPlan p = plan_memory(in);
+    const int64_t psi = 57344 + 2 * 198272 + 256;  // 454144, unpadded at G = 1
+    EXPECT_EQ(p.psi, psi);
+    EXPECT_EQ(p.at(MemDomain::device, MemCat::param_shard), 4 * psi);
+    EXPECT_EQ(p.at(MemDomain::device, MemCat::grad_shard), 4 * psi);
+    EXPECT_EQ(p.at(MemDomain::device, MemCat::optim_state), 8 * psi);
+    EXPECT_EQ(p.at(MemDomain::device, MemCat::gathered_param), 2 * psi);
+    EXPECT_EQ(p.at(MemDomain::device, MemCat::gathered_grad), 0);
+    EXPECT_EQ(p.rotating_slots, 0);
+    // activations as in HandComputedDeviceBytes (the same B, T)
+    EXPECT_EQ(p.at(MemDomain::device, MemCat::activation),
+              2 * 31104 + 3 * 2048 + 2048 + 64 + 6144 + 96 + 2048 + 2 * 8192 + 2 * 2048 + 8);
+    EXPECT_EQ(p.at(MemDomain::device, MemCat::workspace), (32 << 20) + 64 * 512 * 4);
+    EXPECT_EQ(p.at(MemDomain::device, MemCat::host_offload), 0);
+    EXPECT_EQ(p.host_peak, 64);
+  }
+  // With the optimizer offloaded the rule is off: the device keeps a bf16 shard copy (param_shard), the root
+  // slot and two rotating slots, and each slot's bf16 staging is not needed (the copy is the gather input).
+  in.fsdp.strategy = ShardStrategy::none;
+  in.fsdp.offload = OffloadMode::optimizer;
+  const MemPlan off = plan_memory(in);
+  EXPECT_EQ(off.at(MemDomain::device, MemCat::param_shard), 2 * 454144);
+  EXPECT_EQ(off.at(MemDomain::device, MemCat::gathered_param), 2 * (57344 + 2 * 198272));
+  EXPECT_EQ(off.rotating_slots, 2);
+}
+
+// The compute-copy rule as pure geometry (fsdp/geometry.h): bf16 compute, G = 1 and no offload -> buffers()
+// lists one compute_copy per unit (device, gathered_param, 2 bytes per padded element) and no gather slot,
+// no staging, no other parameter copy. G > 1, any offload, or fp32 compute (direct params) turn it off.
+TEST(EngineGeometryRules, Bf16ComputeCopyReplacesTheGatherSlots) {
+  const Layout layout(tiny(2, 2, 128));
+  std::vector<int64_t> numel;
+  for (int u = 0; u < layout.num_units(); u++) numel.push_back(layout.unit(u).numel);
+  ASSERT_EQ(numel, (std::vector<int64_t>{57344, 198272, 198272, 256}));
+  auto count = [](const std::vector<BufferSpec>& bs, EngineBuffer what) {
+    int n = 0;
+    for (const BufferSpec& b : bs) n += b.what == what;
+    return n;
+  };
+  struct Case { int world; ShardStrategy st; int group_flag; };
+  const Case on[] = {{1, ShardStrategy::full, 0}, {1, ShardStrategy::grad_op, 0}, {1, ShardStrategy::none, 0},
+                     {4, ShardStrategy::none, 0}, {4, ShardStrategy::hybrid, 1}};
+  for (const Case& c : on) {
+    FsdpOptions o;
+    o.strategy = c.st;
+    o.shard_group = c.group_flag;
+    const EngineGeometry g(numel, c.world, 0, o, DType::BF16);
+    const std::string what = str("N=", c.world, " shard=", FsdpOptions::name(c.st));
+    EXPECT_EQ(g.group, 1) << what;
+    EXPECT_TRUE(g.compute_copy) << what;
+    EXPECT_FALSE(g.direct_params) << what;
+    EXPECT_TRUE(g.resident_params()) << what;
+    EXPECT_EQ(g.gather_slots(), 0) << what;
+    EXPECT_EQ(g.rotating_slots, 0) << what;
+    const std::vector<BufferSpec> bs = g.buffers();
+    for (EngineBuffer none : {EngineBuffer::slot_data, EngineBuffer::slot_stage_c, EngineBuffer::slot_stage_f32,
+                              EngineBuffer::param_dev, EngineBuffer::refresh_stage})
+      EXPECT_EQ(count(bs, none), 0) << what << " lists buffer kind " << (int)none;
+    int64_t copy_bytes = 0;
+    int seen = 0;
+    for (const BufferSpec& b : bs) {
+      if (b.what != EngineBuffer::compute_copy) continue;
+      EXPECT_EQ(b.index, seen) << what;
+      EXPECT_EQ(b.domain, MemDomain::device) << what;
+      EXPECT_EQ(b.cat, MemCat::gathered_param) << what;
+      EXPECT_EQ(b.bytes, 2 * numel[(size_t)seen]) << what;  // G = 1: padded == numel
+      copy_bytes += b.bytes;
+      seen++;
+    }
+    EXPECT_EQ(seen, 4) << what;
+    EXPECT_EQ(copy_bytes, 2 * (57344 + 2 * 198272 + 256)) << what;
+    int64_t gathered = 0, workspace = 0;
+    for (const BufferSpec& b : bs) {
+      if (b.cat == MemCat::gathered_param) gathered += b.bytes;
+      if (b.cat == MemCat::workspace) workspace += b.bytes;
+    }
+    EXPECT_EQ(gathered, copy_bytes) << what;
+    EXPECT_EQ(workspace, 0) << what;
+  }
+  // Off: G = 2 (full at two ranks), offload at one rank, fp32 compute (direct params: nothing at all).
+  {
+    FsdpOptions o;
+    const EngineGeometry g(numel, 2, 1, o, DType::BF16);
+    EXPECT_FALSE(g.compute_copy);
+    EXPECT_EQ(count(g.buffers(), EngineBuffer::compute_copy), 0);
+    EXPECT_EQ(count(g.buffers(), EngineBuffer::slot_data), 3);
+    EXPECT_EQ(count(g.buffers(), EngineBuffer::slot_stage_c), 3);
+  }
+  for (OffloadMode off : {OffloadMode::optimizer, OffloadMode::params}) {
+    FsdpOptions o;
+    o.strategy = ShardStrategy::none;
+    o.offload = off;
+    const EngineGeometry g(numel, 1, 0, o, DType::BF16);
+    EXPECT_FALSE(g.compute_copy) << FsdpOptions::name(off);
+    EXPECT_EQ(count(g.buffers(), EngineBuffer::compute_copy), 0) << FsdpOptions::name(off);
+    EXPECT_EQ(count(g.buffers(), EngineBuffer::slot_data), 3) << FsdpOptions::name(off);
+  }
+  {
+    FsdpOptions o;
+    const EngineGeometry g(numel, 1, 0, o, DType::F32);
+    EXPECT_TRUE(g.direct_params);
+    EXPECT_FALSE(g.compute_copy);
+    EXPECT_EQ(g.gather_slots(), 0);
+    for (const BufferSpec& b : g.buffers()) EXPECT_NE(b.cat, MemCat::gathered_param) << (int)b.what;
+  }
 }
 
 // --attention fused: each layer keeps (B, NH, T) fp32 log-sum-exps instead of (B, NH, T, T) bf16

@@ -346,12 +346,16 @@ class CudaBackend final : public Backend {
     cuda::classifier_backward(H(logits_to_dlogits), losses, loss_sum, targets, dloss, N, V, Vp, stream_);
   }
 
-  void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
+  void adamw_update(float* param, const float* grad, float* m, float* v, void* param_out, size_t n,
                     const AdamWParams& hp) override {
-    cuda::adamw_update(param, grad, m, v, n, hp, stream_);
+    cuda::adamw_update(param, grad, m, v, static_cast<bf16*>(param_out), n, hp, stream_);
   }
   double sum_squares(const float* x, size_t n) override {
     return cuda::sum_squares(x, n, scratch("sum_squares", cuda::sum_squares_scratch_bytes()), stream_);
+  }
+  double sum_squares_all(const float* const* xs, const size_t* ns, int count) override {
+    return cuda::sum_squares_all(xs, ns, count, scratch("sum_squares_all", cuda::sum_squares_scratch_bytes()),
+                                 stream_);
   }
   void accumulate_f32(float* y, const float* x, size_t n) override { cuda::accumulate_f32(y, x, n, stream_); }
 
