@@ -1,13 +1,41 @@
-// What the fused attention kernels (kernels/cuda/attention_fused.cu) can run: they are instantiated for a
-// fixed set of head sizes (a tile holds one head's 32 or 64 channels), so the rule lives here with them.
-// Pure and host-only, so the kernels, the backends and the memory planner (src/plan) all ask this one
-// place. Whether a backend has the fused path at all is the backend's business (src/backend/backend.h).
+// The attention paths and what each can run, stated once for the kernels, the backends, the runtime that
+// resolves --attention and the memory planner (src/plan). Pure and host-only.
+//
+//   simple  batched products and a causal-softmax kernel, keeping the (T,T) probabilities: every backend,
+//           every head size. The reference.
+//   fused   the flash-style WMMA kernels of kernels/cuda/attention_fused.cu: cuda, head sizes 32 and 64.
+//   cudnn   cuDNN's fused flash attention through its graph API (kernels/cuda/attention_cudnn*.cu): cuda built
+//           with cuDNN, head sizes the cuDNN SDPA engines take (cudnn_attention_unsupported below).
+//   auto    (the flag's default) cudnn where it is supported, else fused where it is, else simple.
 #pragma once
+#include <string>
+
 #include "src/core/check.h"
 
 namespace gpt {
 
-// The head sizes C / NH the fused kernels are instantiated for.
+enum class AttentionPath { simple, fused, cudnn };
+
+inline const char* attention_path_name(AttentionPath p) {
+  switch (p) {
+    case AttentionPath::simple: return "simple";
+    case AttentionPath::fused: return "fused";
+    case AttentionPath::cudnn: return "cudnn";
+  }
+  return "?";
+}
+
+// The values --attention takes, in the order help texts list them (auto, the default, is named apart).
+constexpr const char* kAttentionFlagValues = "simple|fused|cudnn";
+
+// Throws the flag's one-line error unless `flag` is auto, simple, fused or cudnn.
+inline void check_attention_flag(const std::string& flag) {
+  GPT_CHECK(flag == "auto" || flag == "simple" || flag == "fused" || flag == "cudnn",
+            "--attention: expected auto, simple, fused or cudnn, got '", flag, "'");
+}
+
+// ---- fused ------------------------------------------------------------------------------------------
+// The head sizes C / NH the fused kernels are instantiated for (a tile holds one head's 32 or 64 channels).
 constexpr int kFusedAttentionHeadSizes[] = {32, 64};
 
 inline bool fused_attention_supports_head_size(int hs) {
@@ -22,6 +50,76 @@ inline void check_fused_attention_heads(int C, int NH) {
   const int hs = C / NH;
   GPT_CHECK(fused_attention_supports_head_size(hs), "--attention fused: supports head sizes 32 and 64, this model has ",
             hs, " (use --attention simple)");
+}
+
+// ---- cudnn ------------------------------------------------------------------------------------------
+// What the cuDNN path needs to know about the device it would run on.
+struct CudnnAttentionTarget {
+  bool built = false;         // this build links cuDNN (GPT_WITH_CUDNN)
+  int cc_major = 0;           // compute capability of the GPU
+  int cc_minor = 0;
+  long long version = 0;      // cudnnGetVersion() of the library loaded (9.19.0 = 91900)
+};
+
+// cuDNN 9.16 or newer: below it NVIDIA's own frontend adds a padding-mask workaround to the backward graph
+// when T is not a multiple of 128 (a known bug of those versions), which this path does not build.
+constexpr long long kCudnnAttentionMinVersion = 91600;
+
+// The largest head size the cuDNN flash-attention engines take in training (forward and backward), by
+// architecture: 256 on Hopper (compute capability 9.x), 128 on Ampere, Ada and Blackwell (cuDNN's published
+// support surface for fp16/bf16 SDPA: head sizes multiples of 8, at most 128, 256 on sm_90 for both passes).
+inline int cudnn_attention_max_head_size(int cc_major) { return cc_major == 9 ? 256 : 128; }
+
+// Why the cudnn path cannot run a model of C channels in NH heads on `t`, as the end of a one-line error,
+// or "" when it can. Sequence lengths are not limited: T = 1 (which cuDNN's backward refuses) runs the
+// path's closed form (cuda::cudnn_attention_closed_form).
+inline std::string cudnn_attention_unsupported(int C, int NH, const CudnnAttentionTarget& t) {
+  if (!t.built) return "this build has no cuDNN (rebuild where CMake finds libcudnn)";
+  if (NH <= 0 || C % NH != 0) return str("channels ", C, " not divisible by heads ", NH);
+  const int hs = C / NH, max_hs = cudnn_attention_max_head_size(t.cc_major);
+  if (t.cc_major < 8) return str("needs compute capability 8.0 or newer, this GPU has ", t.cc_major, ".", t.cc_minor);
+  if (t.version < kCudnnAttentionMinVersion)
+    return str("needs cuDNN 9.16 or newer, the loaded library is ", t.version / 10000, ".", t.version / 100 % 100,
+               ".", t.version % 100);
+  if (hs % 8 != 0 || hs > max_hs)
+    return str("supports head sizes that are multiples of 8 up to ", max_hs, " on compute capability ", t.cc_major,
+               ".x, this model has ", hs);
+  return "";
+}
+
+// ---- resolving --attention --------------------------------------------------------------------------
+// The device an --attention flag is resolved against: a cuda device (and its cuDNN), or not.
+struct AttentionTarget {
+  bool cuda = false;
+  CudnnAttentionTarget cudnn;
+};
+
+// --attention for a model of C channels in NH heads on `t`: auto picks cudnn where it is supported, else
+// fused where it is, else simple; an explicit path the target lacks throws the flag's one-line error.
+inline AttentionPath resolve_attention_path(const std::string& flag, const AttentionTarget& t, int C, int NH) {
+  check_attention_flag(flag);
+  if (flag == "simple") return AttentionPath::simple;
+  if (flag == "auto") {
+    if (!t.cuda) return AttentionPath::simple;
+    if (cudnn_attention_unsupported(C, NH, t.cudnn).empty()) return AttentionPath::cudnn;
+    if (NH > 0 && C % NH == 0 && fused_attention_supports_head_size(C / NH)) return AttentionPath::fused;
+    return AttentionPath::simple;
+  }
+  GPT_CHECK(t.cuda, "--attention ", flag, ": the cpu backend has only the simple path (use --device cuda)");
+  if (flag == "fused") {
+    check_fused_attention_heads(C, NH);
+    return AttentionPath::fused;
+  }
+  const std::string why = cudnn_attention_unsupported(C, NH, t.cudnn);
+  GPT_CHECK(why.empty(), "--attention cudnn: ", why, " (use --attention fused or simple)");
+  return AttentionPath::cudnn;
+}
+
+// Where --attention auto chose cudnn and cuDNN then could not plan a shape (no engine for it on this GPU),
+// the path auto would have chosen without cuDNN.
+inline AttentionPath attention_fallback_without_cudnn(int C, int NH) {
+  return NH > 0 && C % NH == 0 && fused_attention_supports_head_size(C / NH) ? AttentionPath::fused
+                                                                              : AttentionPath::simple;
 }
 
 }  // namespace gpt

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/attention_rules.h"
 #include "src/core/size_math.h"
 
 namespace gpt {
@@ -53,15 +54,65 @@ inline int64_t attention_scratch_bytes(int64_t B, int64_t T, int64_t C, int64_t 
 inline int64_t fused_attention_state_bytes(int64_t B, int64_t T, int64_t NH) { return sat_mul({B, NH, T, 4}); }
 inline int64_t fused_attention_scratch_bytes(int64_t B, int64_t T, int64_t NH) { return round_up_256(sat_mul({B, NH, T, 4})); }
 
+// The cudnn path (attention_cudnn.cu) keeps the row log-sum-exp (B, NH, T) fp32 like the fused path (cuDNN's
+// softmax statistics: max + log of the sum of exponentials of the scaled scores). Its scratch holds what the
+// execution plans need: in forward the forward plan's workspace; in backward the fp32 dQ accumulator
+// (B, NH, T, hs), the softmax-gradient row terms (B, NH, T) fp32, and the backward plan's workspace. The plans'
+// workspace sizes are the cuDNN library's to decide, known once a plan is built on a GPU (CudnnPlanWorkspace).
+// T = 1 runs the closed form (output = v, state = the one score, gradient only into v) and needs no scratch.
+struct CudnnPlanWorkspace {
+  int64_t forward = 0, backward = 0;  // bytes, as the execution plans report them
+};
+inline bool cudnn_attention_closed_form(int64_t T) { return T == 1; }
+inline int64_t cudnn_attention_state_bytes(int64_t B, int64_t T, int64_t NH) { return sat_mul({B, NH, T, 4}); }
+inline int64_t cudnn_attention_dq_accum_bytes(int64_t B, int64_t T, int64_t C) {
+  return round_up_256(sat_mul({B, T, C, 4}));
+}
+inline int64_t cudnn_attention_softmax_sum_bytes(int64_t B, int64_t T, int64_t NH) {
+  return round_up_256(sat_mul({B, NH, T, 4}));
+}
+inline int64_t cudnn_attention_forward_scratch_bytes(const CudnnPlanWorkspace& ws) { return round_up_256(ws.forward); }
+inline int64_t cudnn_attention_backward_scratch_bytes(int64_t B, int64_t T, int64_t C, int64_t NH,
+                                                      const CudnnPlanWorkspace& ws) {
+  return sat_add({cudnn_attention_dq_accum_bytes(B, T, C), cudnn_attention_softmax_sum_bytes(B, T, NH),
+                  round_up_256(ws.backward)});
+}
+inline int64_t cudnn_attention_scratch_bytes(int64_t B, int64_t T, int64_t C, int64_t NH,
+                                             const CudnnPlanWorkspace& ws) {
+  if (cudnn_attention_closed_form(T)) return 0;
+  return std::max(cudnn_attention_forward_scratch_bytes(ws), cudnn_attention_backward_scratch_bytes(B, T, C, NH, ws));
+}
+
+// The attention state and scratch of each path on the CUDA backend.
+inline int64_t attention_state_bytes(AttentionPath path, int64_t B, int64_t T, int64_t NH) {
+  switch (path) {
+    case AttentionPath::fused: return fused_attention_state_bytes(B, T, NH);
+    case AttentionPath::cudnn: return cudnn_attention_state_bytes(B, T, NH);
+    case AttentionPath::simple: break;
+  }
+  return attention_state_bytes(B, T, NH);
+}
+inline int64_t attention_scratch_bytes(AttentionPath path, int64_t B, int64_t T, int64_t C, int64_t NH,
+                                       const CudnnPlanWorkspace& ws) {
+  switch (path) {
+    case AttentionPath::fused: return fused_attention_scratch_bytes(B, T, NH);
+    case AttentionPath::cudnn: return cudnn_attention_scratch_bytes(B, T, C, NH, ws);
+    case AttentionPath::simple: break;
+  }
+  return attention_scratch_bytes(B, T, C, NH);
+}
+
 // The one scratch block the CUDA backend reserves before step 1 for a model's ops at micro-batch (B, T):
 // the largest request among layernorm backward over C, the bias gradient of up to max_bias_oc outputs,
-// attention on the chosen path, the embedding backward over B*T positions, and sum_squares.
-inline int64_t op_scratch_bytes(int64_t B, int64_t T, int64_t C, int64_t NH, int64_t max_bias_oc, bool fused) {
+// attention on the chosen path (with the cuDNN plans' workspace for cudnn), the embedding backward over B*T
+// positions, and sum_squares.
+inline int64_t op_scratch_bytes(int64_t B, int64_t T, int64_t C, int64_t NH, int64_t max_bias_oc, AttentionPath path,
+                                const CudnnPlanWorkspace& ws = {}) {
   int64_t need = sum_squares_scratch_bytes();
   need = std::max(need, layernorm_backward_scratch_bytes(C));
   need = std::max(need, encoder_backward_scratch_bytes(sat_mul({B, T})));
   if (max_bias_oc > 0) need = std::max(need, matmul_backward_scratch_bytes(max_bias_oc));
-  need = std::max(need, fused ? fused_attention_scratch_bytes(B, T, NH) : attention_scratch_bytes(B, T, C, NH));
+  need = std::max(need, attention_scratch_bytes(path, B, T, C, NH, ws));
   return need;
 }
 }  // namespace cuda

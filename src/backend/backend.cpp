@@ -51,18 +51,18 @@ double Backend::sum_squares_all(const float* const* xs, const size_t* ns, int co
   return total;
 }
 
-void check_fused_attention_backend(const std::string& backend) {
-  GPT_CHECK(backend == "cuda", "--attention fused: the ", backend, " backend has only the simple path (use --device cuda)");
-}
-
-void Backend::set_fused_attention(bool fused) {
-  if (fused) check_fused_attention_backend(name());
+void Backend::set_attention_path(AttentionPath path, bool automatic) {
+  GPT_CHECK(path == AttentionPath::simple, "--attention ", attention_path_name(path), ": the ", name(),
+            " backend has only the simple path (use --device cuda)");
 }
 
 std::unique_ptr<Backend> make_cpu_backend();
 #ifdef GPT_WITH_CUDA
 std::unique_ptr<Backend> make_cuda_backend(int local_rank);
 bool cuda_device_visible();
+AttentionTarget cuda_device_attention_target(int device);
+long long cuda_cudnn_compiled_version();
+std::optional<cuda::CudnnPlanWorkspace> cuda_cudnn_plan_workspace(int device, int B, int T, int C, int NH);
 #endif
 
 bool cuda_available() {
@@ -71,6 +71,28 @@ bool cuda_available() {
 #else
   return false;
 #endif
+}
+
+AttentionTarget planning_attention_target() {
+#ifdef GPT_WITH_CUDA
+  if (cuda_device_visible()) return cuda_device_attention_target(0);
+#endif
+  AttentionTarget t;
+  t.cuda = true;
+  t.cudnn.cc_major = 9;
+#ifdef GPT_WITH_CUDA
+  t.cudnn.version = cuda_cudnn_compiled_version();
+  t.cudnn.built = t.cudnn.version > 0;
+#endif
+  return t;
+}
+
+std::optional<cuda::CudnnPlanWorkspace> measured_cudnn_plan_workspace(int B, int T, int C, int NH) {
+#ifdef GPT_WITH_CUDA
+  if (cuda_device_visible()) return cuda_cudnn_plan_workspace(0, B, T, C, NH);
+#endif
+  (void)B, (void)T, (void)C, (void)NH;
+  return std::nullopt;
 }
 
 DeviceKind parse_device_kind(const std::string& device) {

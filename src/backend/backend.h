@@ -21,6 +21,7 @@
 
 #include "kernels/adamw_params.h"
 #include "kernels/attention_rules.h"
+#include "kernels/sizes.h"
 #include "src/backend/device_info.h"
 #include "src/backend/ledger.h"
 #include "src/core/dtype.h"
@@ -54,8 +55,9 @@ class Backend {
   // memory (cpu), for the pre-flight check.
   virtual int64_t device_memory_free() const { return -1; }
   // Reserves the scratch that ops with temporaries need for the largest shapes a model runs (attention at
-  // B, T, C, NH; layernorm backward over B*T rows of C; the bias gradient of a matmul with up to max_bias_oc
-  // output channels), tagged workspace, so no step allocates. Afterwards an op that needs more fails with
+  // B, T, C, NH on the chosen path, whose cuDNN plans are built here on the cudnn path; layernorm backward
+  // over B*T rows of C; the bias gradient of a matmul with up to max_bias_oc output channels), tagged
+  // workspace, so no step allocates. Afterwards an op that needs more fails with
   // an error naming it; calling this again with larger shapes grows the reservation. No-op on cpu.
   virtual void reserve_workspace(int B, int T, int C, int NH, int max_bias_oc) {}
 
@@ -134,12 +136,17 @@ class Backend {
                                     int OC) = 0;
 
   // causal multi-head self-attention on packed qkv; `state` is whatever the backend keeps for backward
-  // (softmax probabilities: fp32 on cpu, bf16 on cuda), attention_state_bytes() long.
-  // The attention path. false: batched products and a softmax kernel, keeping the probabilities (every
-  // backend). true: the fused flash-style path, keeping the row log-sum-exp (cuda only; throws elsewhere
-  // and for head sizes it lacks). Set it before asking attention_state_bytes: the state depends on it.
-  virtual void set_fused_attention(bool fused);
-  virtual bool fused_attention() const { return false; }
+  // (softmax probabilities: fp32 on cpu, bf16 on cuda; the row log-sum-exp on the fused and cudnn paths),
+  // attention_state_bytes() long.
+  // The attention path (kernels/attention_rules.h): simple (batched products and a softmax kernel, keeping
+  // the probabilities; every backend), fused or cudnn (flash-style, keeping the row log-sum-exp; cuda only,
+  // throwing the flag's error elsewhere). Set it before reserve_workspace and attention_state_bytes: both
+  // depend on it. `automatic`: --attention auto chose it; a cudnn path that cuDNN cannot plan for a shape
+  // (reserve_workspace) then falls back to the path auto takes without cuDNN, saying so on stderr.
+  virtual void set_attention_path(AttentionPath path, bool automatic = false);
+  virtual AttentionPath attention_path() const { return AttentionPath::simple; }
+  // The device the attention paths would run on, for resolving --attention (resolve_attention_path).
+  virtual AttentionTarget attention_target() const { return {}; }
   virtual size_t attention_state_bytes(int B, int T, int NH) const = 0;
   virtual void attention_forward(void* out /*(B,T,C)*/, void* state, const void* qkv /*(B,T,3C)*/, int B,
                                  int T, int C, int NH) = 0;
@@ -195,11 +202,6 @@ class Backend {
   MemoryLedger ledger_;
 };
 
-// The rules of --attention fused, for the backends and the planner: the backend must have the path (cuda;
-// this check), and the model's head size must be one the kernels have (check_fused_attention_heads, in
-// kernels/attention_rules.h). Each throws the flag's one-line error.
-void check_fused_attention_backend(const std::string& backend);
-
 // The host side of `device`: the CPU kernels on memory from device.alloc_host (pinned on cuda), recorded in
 // device's ledger under the host domain; its copies are memcpy. Offloaded model states live here, so the
 // FSDP engine makes the same calls on them (zero, accumulate, sum_squares, adamw_update, copies) wherever
@@ -216,5 +218,12 @@ std::unique_ptr<Backend> make_backend(DeviceKind kind, int local_rank);
 std::unique_ptr<Backend> make_backend(const std::string& device);
 // True when this build has the CUDA backend and a GPU is visible.
 bool cuda_available();
+
+// What the attention paths would meet on a cuda run: this machine's first GPU when cuda_available(), else
+// (planning a run for a machine without one here) an sm_90 GPU (H100/H200) with the cuDNN this build links.
+AttentionTarget planning_attention_target();
+// The workspace cuDNN's attention plans need at (B, T, C, NH), by building them on this machine's first GPU;
+// empty without a GPU or cuDNN (the memory planner then counts 0 and says its figure is not exact).
+std::optional<cuda::CudnnPlanWorkspace> measured_cudnn_plan_workspace(int B, int T, int C, int NH);
 
 }  // namespace gpt

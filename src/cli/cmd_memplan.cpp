@@ -26,7 +26,10 @@ const char* kMemplanHelp =
     "  --recompute none|full|every:K|selective   --offload none|optimizer|params   --reduce-dtype fp32|bf16\n"
     "  -B N (4)  -T N (64)  per-rank micro-batch and sequence length\n"
     "  --device cpu|cuda|auto   cpu = fp32 compute, cuda = bf16 compute (default cpu)\n"
-    "  --attention simple|fused with cuda: fused keeps a (B,NH,T) log-sum-exp instead of (B,NH,T,T) probabilities\n"
+    "  --attention simple|fused|cudnn, default auto (as gpt train resolves it: against this machine's GPU, or\n"
+    "                       without one an sm_90 GPU with this build's cuDNN). fused and cudnn keep a (B,NH,T)\n"
+    "                       log-sum-exp instead of (B,NH,T,T) probabilities. cudnn's plan workspace is measured\n"
+    "                       by building the plans on the GPU; without one it is counted as 0 (\"exact\": false)\n"
     "  --budget SIZE        per-rank device budget (24GiB, 80GB, 1e9): the largest model of the depth\n"
     "                       family dL (L layers, L heads, C = 64L; vocab and seq-len from the flags) that fits\n"
     "  --zero-table         ZeRO's Table 1 for Psi = 7.5e9 at N = 4, 16, 64, 1024, with our accounting\n"
@@ -44,7 +47,7 @@ std::string describe_input(const MemPlanInput& in, const MemPlan& p) {
              ") | gather slots ", in.fsdp.gather_slots, in.fsdp.no_sync ? " | no-sync" : "", " | offload ",
              FsdpOptions::name(in.fsdp.offload), " | recompute ", in.recompute.str(), " | B=", in.B, " T=", in.T,
              " | compute ", dtype_name(in.compute), in.compute == DType::F32 ? " (cpu)" : " (cuda)",
-             in.fused_attention ? " | attention fused" : "");
+             in.compute == DType::BF16 ? str(" | attention ", attention_path_name(in.attention)) : std::string());
 }
 
 std::string plan_table(const std::string& name, const MemPlanInput& in, const MemPlan& p) {
@@ -67,6 +70,9 @@ std::string plan_table(const std::string& name, const MemPlanInput& in, const Me
   if (p.rotating_slots > 0)
     out += str("gather slots: root (embed, ", p.root_padded, " elems) + ", p.rotating_slots, " x largest unit (",
                p.max_padded, " elems) in ", dtype_name(in.compute), "\n");
+  if (!p.exact)
+    out += "not exact: the cuDNN attention plans' workspace is known only by building them on a GPU (none visible "
+           "here); it is counted as 0, so workspace and the peaks are lower bounds\n";
   return out;
 }
 
@@ -81,7 +87,8 @@ std::string plan_json(const std::string& name, const MemPlanInput& in, const Mem
              ", \"T\": ", in.T, ", \"dtype\": \"", dtype_name(in.compute), "\", \"model_state_bytes\": ",
              p.model_state_bytes(), ", \"device_bytes\": ", join_json(p.peak[(int)MemDomain::device]),
              ", \"host_bytes\": ", join_json(p.peak[(int)MemDomain::host]), ", \"device_peak_bytes\": ", p.device_peak,
-             ", \"host_peak_bytes\": ", p.host_peak, "}\n");
+             ", \"host_peak_bytes\": ", p.host_peak, ", \"attention\": \"", attention_path_name(in.attention),
+             "\", \"exact\": ", p.exact ? "true" : "false", "}\n");
 }
 
 std::string budget_report(int64_t budget, const MemPlanInput& shape, bool json) {
@@ -168,6 +175,25 @@ std::string zero_report(bool json) {
 
 }  // namespace
 
+// --attention as gpt train resolves it (against this machine's GPU, or an sm_90 one with this build's cuDNN
+// when none is visible), and for cudnn the plans' workspace measured on the GPU when there is one (`measure`).
+// As in training, auto falls back when cuDNN cannot plan the shape.
+static void resolve_attention(MemPlanInput& in, const std::string& attention, DeviceKind device, bool measure) {
+  AttentionTarget target;
+  if (device == DeviceKind::cuda) target = planning_attention_target();
+  const int C = in.cfg.channels, NH = in.cfg.num_heads;
+  in.attention = resolve_attention_path(attention, target, C, NH);
+  if (in.attention != AttentionPath::cudnn || !measure) return;
+  try {
+    in.cudnn_workspace = measured_cudnn_plan_workspace(in.B, in.T, C, NH);
+  } catch (const Error& e) {
+    if (attention != "auto") throw;
+    in.attention = attention_fallback_without_cudnn(C, NH);
+    std::fprintf(stderr, "warning: --attention auto: %s; planning --attention %s\n", e.what(),
+                 attention_path_name(in.attention));
+  }
+}
+
 int cmd_memplan(int argc, char** argv, Communicator& world) {
   Flags f("memplan", argc, argv, {"--no-sync", "--json", "--zero-table"});
   if (f.help()) {
@@ -187,15 +213,15 @@ int cmd_memplan(int argc, char** argv, Communicator& world) {
   in.recompute = RecomputePolicy::parse(f.str("--recompute", "none"));
   in.B = f.i32("-B", 4, 1, 1 << 20);
   in.T = f.i32("-T", 64, 1, 1 << 20);
-  in.compute = resolve_device(f.str("--device", "cpu")) == DeviceKind::cuda ? DType::BF16 : DType::F32;
-  const std::string attention = f.str("--attention", "simple");
-  GPT_CHECK(attention == "simple" || attention == "fused", "--attention: expected simple or fused, got '", attention,
-            "'");
-  in.fused_attention = attention == "fused";
+  const DeviceKind device = resolve_device(f.str("--device", "cpu"));
+  in.compute = device == DeviceKind::cuda ? DType::BF16 : DType::F32;
+  const std::string attention = f.str("--attention", "auto");
+  check_attention_flag(attention);
   const bool json = f.on("--json"), zero = f.on("--zero-table");
   const std::string budget = f.str("--budget", "");
   f.finish();
   GPT_CHECK(!(zero && !budget.empty()), "gpt memplan: --budget and --zero-table are separate reports, give one");
+  resolve_attention(in, attention, device, budget.empty() && !zero);
   std::string out;
   if (zero)
     out = zero_report(json);

@@ -44,6 +44,7 @@ LoadedModel load_for_inference(const std::string& path, const std::string& devic
   run.B = B;
   run.T = T;
   run.compute = m.be->compute_dtype();
+  run.attention = apply_attention(*m.be, "auto", run.cfg.channels, run.cfg.num_heads);
   preflight(world, *m.be, run, what, skip_preflight, false);
   ModelWeights w = load_model_file(path);
   m.model = std::make_unique<GPT>(*m.be, w.config);

@@ -1,6 +1,7 @@
 // See train_flags.h.
 #include "src/cli/train_flags.h"
 
+#include "kernels/attention_rules.h"
 #include "src/core/check.h"
 #include "src/io/model_file.h"
 #include "src/util/paths.h"
@@ -30,7 +31,9 @@ const char* kTrainFlagsHelp =
     "  --device cpu|cuda|auto        --shard full|grad_op|none|hybrid (full)  --shard-group G\n"
     "  --gather-slots K (2)          --no-sync   (accumulate full grads locally, reduce on the last micro-step)\n"
     "  --recompute none|full|every:K|selective   --offload none|optimizer|params\n"
-    "  --attention simple|fused (simple)  fused = flash-style kernels that keep no (T,T) matrices (cuda only)\n"
+    "  --attention simple|fused|cudnn, default auto: cudnn where it runs, else fused, else simple (cuda; cpu: simple)\n"
+    "                       simple keeps (T,T) probabilities; fused (head sizes 32, 64) and cudnn (cuDNN flash\n"
+    "                       attention, head sizes multiples of 8 up to 128, 256 on sm_90) keep none\n"
     "  --reduce-dtype fp32|bf16 (fp32)  dtype gradients are reduced in (bf16: half the gradient traffic)\n"
     "run:\n"
     "  --out DIR            run directory: checkpoints, model.bin     --resume   continue from the newest checkpoint\n"
@@ -97,9 +100,8 @@ TrainOptions parse_train_flags(Flags& f, const std::string& default_config) {
   o.device = f.str("--device", "auto");
   GPT_CHECK(o.device == "auto" || o.device == "cpu" || o.device == "cuda", "--device: expected cpu, cuda or auto, got '",
             o.device, "'");
-  o.attention = f.str("--attention", "simple");
-  GPT_CHECK(o.attention == "simple" || o.attention == "fused", "--attention: expected simple or fused, got '",
-            o.attention, "'");
+  o.attention = f.str("--attention", "auto");
+  check_attention_flag(o.attention);
   o.fsdp.strategy = FsdpOptions::parse_strategy(f.str("--shard", "full"));
   o.fsdp.shard_group = f.i32("--shard-group", 0, 0, 1 << 20);
   GPT_CHECK(o.fsdp.strategy == ShardStrategy::hybrid || o.fsdp.shard_group == 0, "--shard-group is only for --shard hybrid");

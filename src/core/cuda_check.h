@@ -3,8 +3,13 @@
 // for the error. It sits in core (below kernels, backend and dist) because all three make CUDA calls:
 // the kernels, the cuda backend and its copy stream, the NCCL communicator. Needs the CUDA runtime
 // headers: include it only from translation units built with CUDA (GPT_WITH_CUDA).
+// CUDNN_CHECK is the same for cuDNN's status codes (builds with cuDNN, GPT_WITH_CUDNN): the call, the file
+// and line, cudnnGetErrorString's text and cuDNN's own last message (cudnnGetLastErrorString) when it has one.
 #pragma once
 #include <cuda_runtime.h>
+#ifdef GPT_WITH_CUDNN
+#include <cudnn_graph.h>
+#endif
 
 #include "src/core/check.h"
 
@@ -14,6 +19,17 @@ namespace gpt::detail {
   ::gpt::fail(file, ":", line, ": CUDA error ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ") in ",
               expr);
 }
+
+#ifdef GPT_WITH_CUDNN
+[[noreturn]] inline void cudnn_fail(cudnnStatus_t s, const char* expr, const char* file, int line) {
+  char last[512] = {0};
+  cudnnGetLastErrorString(last, sizeof last);
+  for (char& c : last)
+    if (c == '\n') c = ' ';  // one line
+  ::gpt::fail(file, ":", line, ": cuDNN error ", cudnnGetErrorString(s), " (", static_cast<int>(s), ") in ", expr,
+              last[0] ? ": " : "", last);
+}
+#endif
 
 }  // namespace gpt::detail
 
@@ -25,3 +41,12 @@ namespace gpt::detail {
 
 // After every kernel launch: catches bad launch configurations at the launch site.
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
+
+#ifdef GPT_WITH_CUDNN
+#define CUDNN_CHECK(call)                                                  \
+  do {                                                                     \
+    cudnnStatus_t gpt_cudnn_st_ = (call);                                  \
+    if (gpt_cudnn_st_ != CUDNN_STATUS_SUCCESS)                             \
+      ::gpt::detail::cudnn_fail(gpt_cudnn_st_, #call, __FILE__, __LINE__); \
+  } while (0)
+#endif

@@ -49,24 +49,28 @@ std::vector<int64_t> unit_sizes(const GPTConfig& cfg) {
 int64_t attention_state_bytes(const MemPlanInput& in) {
   const int64_t B = in.B, T = in.T, NH = in.cfg.num_heads;
   if (in.compute == DType::F32) return cpu::attention_state_bytes(B, T, NH);
-  return in.fused_attention ? cuda::fused_attention_state_bytes(B, T, NH) : cuda::attention_state_bytes(B, T, NH);
+  return cuda::attention_state_bytes(in.attention, B, T, NH);
 }
 
 // The CUDA backend's workspace: the cuBLASLt workspace allocated at construction, and the scratch block that
-// GPT::reserve_workspace sizes before step 1 (the widest matmul with a bias is fc, 4C outputs).
+// GPT::reserve_workspace sizes before step 1 (the widest matmul with a bias is fc, 4C outputs; on the cudnn
+// path, with the cuDNN plans' workspace when it was measured, else 0).
 wide cuda_workspace_bytes(const MemPlanInput& in) {
   const GPTConfig& c = in.cfg;
   return (wide)cuda::kCublasWorkspaceBytes +
-         cuda::op_scratch_bytes(in.B, in.T, c.channels, c.num_heads, 4 * (int64_t)c.channels, in.fused_attention);
+         cuda::op_scratch_bytes(in.B, in.T, c.channels, c.num_heads, 4 * (int64_t)c.channels, in.attention,
+                                in.cudnn_workspace.value_or(cuda::CudnnPlanWorkspace{}));
 }
 
 }  // namespace
 
 void validate_plan_input(const MemPlanInput& in) {
   const GPTConfig& c = in.cfg;
-  if (in.fused_attention) {
-    GPT_CHECK(in.compute == DType::BF16, "--attention fused: the cpu backend has only the simple path (use --device cuda)");
-    check_fused_attention_heads(c.channels, c.num_heads);
+  if (in.attention != AttentionPath::simple) {
+    GPT_CHECK(in.compute == DType::BF16, "--attention ", attention_path_name(in.attention),
+              ": the cpu backend has only the simple path (use --device cuda)");
+    // (cudnn's rules depend on the GPU: the caller resolved the path against one, resolve_attention_path)
+    if (in.attention == AttentionPath::fused) check_fused_attention_heads(c.channels, c.num_heads);
   }
   GPT_CHECK(c.padded_vocab_size == (c.vocab_size + 127) / 128 * 128, "memplan: model config is not finalized");
   GPT_CHECK(in.B >= 1 && in.T >= 1, "-B and -T must be >= 1 (got ", in.B, ", ", in.T, ")");
@@ -87,6 +91,8 @@ MemPlan plan_memory(const MemPlanInput& in) {
   a.add(MemDomain::host, MemCat::activation, acts.host_bytes());  // the pinned token-id staging
   if (in.compute == DType::BF16) a.add(MemDomain::device, MemCat::workspace, cuda_workspace_bytes(in));
   MemPlan p;
+  p.exact = !(in.compute == DType::BF16 && in.attention == AttentionPath::cudnn && !in.cudnn_workspace &&
+              !cuda::cudnn_attention_closed_form(in.T));
   for (int d = 0; d < kMemDomains; d++) {
     wide total = 0;
     for (int c = 0; c < kMemCats; c++) {
@@ -125,6 +131,7 @@ ModelFit largest_model_that_fits(int64_t budget_bytes, const MemPlanInput& shape
     f.depth = L;
     MemPlanInput in = shape;
     f.cfg = in.cfg = depth_family_config(L, shape.cfg);
+    in.cudnn_workspace.reset();  // measured (if at all) for shape's model, not this one
     f.plan = plan_memory(in);
     return f;
   };

@@ -18,7 +18,11 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include "kernels/attention_rules.h"
+#include "kernels/sizes.h"
 
 #include "src/backend/ledger.h"
 #include "src/core/dtype.h"
@@ -35,13 +39,21 @@ struct MemPlanInput {
   RecomputePolicy recompute;  // --recompute: which activations each block keeps
   int B = 4, T = 64;          // per-rank micro-batch (sequences) and sequence length
   DType compute = DType::F32; // compute dtype: F32 = the cpu backend, BF16 = the cuda backend
-  bool fused_attention = false;  // --attention fused (cuda): row log-sum-exp state, no (T,T) scratch
+  // --attention, resolved (resolve_attention_path): fused and cudnn (cuda) keep a (B,NH,T) log-sum-exp instead
+  // of (B,NH,T,T) probabilities. The cpu backend has only simple.
+  AttentionPath attention = AttentionPath::simple;
+  // cudnn: the workspace of cuDNN's attention plans, which only building them on a GPU tells
+  // (measured_cudnn_plan_workspace). Empty: counted as 0, and the plan says it is not exact.
+  std::optional<cuda::CudnnPlanWorkspace> cudnn_workspace;
 };
 
 struct MemPlan {
   std::array<MemBreakdown, kMemDomains> peak{};  // [domain][category]: bytes at the category's peak in a step
   int64_t device_peak = 0;  // peak total of the device domain during a step
   int64_t host_peak = 0;    // peak total of the host domain during a step
+  // False when a term is not known here: the cudnn path without its plans' measured workspace (counted as 0,
+  // so the device workspace and peak are lower bounds).
+  bool exact = true;
   // The geometry behind the numbers (for reports and tests).
   int group = 1;              // G: shard-group size (N for full/grad_op, 1 for none, --shard-group for hybrid)
   int64_t psi = 0;            // Psi: parameters of the model, padded vocabulary included

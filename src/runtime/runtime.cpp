@@ -1,6 +1,8 @@
 // See runtime.h.
 #include "src/runtime/runtime.h"
 
+#include <cstdio>
+
 #include "src/core/check.h"
 #include "src/dist/collective_check.h"
 #ifdef GPT_WITH_NCCL
@@ -29,13 +31,26 @@ std::unique_ptr<Communicator> make_device_communicator(Communicator& world, Back
 
 }  // namespace
 
-Runtime make_runtime(Communicator& world, const std::string& device, const std::string& attention) {
-  GPT_CHECK(attention == "simple" || attention == "fused", "--attention: expected simple or fused, got '", attention,
-            "'");
+AttentionPath apply_attention(Backend& backend, const std::string& attention, int C, int NH) {
+  AttentionPath path = resolve_attention_path(attention, backend.attention_target(), C, NH);
+  const bool automatic = attention == "auto";
+  try {
+    backend.set_attention_path(path, automatic);
+  } catch (const Error& e) {  // cuDNN could not start (cudnnCreate): auto takes the next path
+    if (!automatic || path != AttentionPath::cudnn) throw;
+    path = attention_fallback_without_cudnn(C, NH);
+    std::fprintf(stderr, "warning: --attention auto: %s; using --attention %s\n", e.what(), attention_path_name(path));
+    backend.set_attention_path(path, automatic);
+  }
+  return path;
+}
+
+Runtime make_runtime(Communicator& world, const std::string& device, const std::string& attention, int C, int NH) {
+  check_attention_flag(attention);
   Runtime rt;
   collective_check(world, "backend", [&] {
     rt.backend = make_backend(resolve_device(device), world.local_rank());
-    rt.backend->set_fused_attention(attention == "fused");
+    apply_attention(*rt.backend, attention, C, NH);
   });
   rt.device_comm = make_device_communicator(world, *rt.backend);
   rt.engine_comm = rt.device_comm ? rt.device_comm.get() : &world;

@@ -1,6 +1,7 @@
 // The runtime floor, between the backend and communicators below and the trainer above: it turns the
 // device flags and the world communicator into what a run stands on. It is the one place that resolves
-// --device auto, gives the cuda backend this rank's GPU (by node-local rank), applies --attention, and
+// --device auto, gives the cuda backend this rank's GPU (by node-local rank), resolves and applies
+// --attention (auto: cudnn, else fused, else simple, by kernels/attention_rules.h), and
 // knows which communicator goes with which device (MPI moves CPU ranks' shards; NCCL, bootstrapped over
 // the MPI world, moves GPU ranks'), hence the one place with the NCCL build switch. src/train holds no
 // device tests and no build switches.
@@ -27,10 +28,15 @@ struct Runtime {
 DeviceKind resolve_device(const std::string& device);
 
 // Collective over `world` (every rank calls it; a failure on one rank stops all of them): the backend of
-// --device on this rank's GPU (world.local_rank()), with --attention simple|fused set, and the engine's
-// communicator. Throws the flag's one-line error for a device or attention path this build or machine
-// lacks.
-Runtime make_runtime(Communicator& world, const std::string& device, const std::string& attention);
+// --device on this rank's GPU (world.local_rank()), with --attention applied for a model of C channels in NH
+// heads, and the engine's communicator. Throws the flag's one-line error for a device or attention path this
+// build, machine or model lacks.
+Runtime make_runtime(Communicator& world, const std::string& device, const std::string& attention, int C, int NH);
+
+// --attention auto|simple|fused|cudnn resolved against what `backend` offers for a model of C channels in NH
+// heads (resolve_attention_path, kernels/attention_rules.h) and set on it; returns the path. Throws the flag's
+// one-line error for an explicit path the backend or the model's head size rules out.
+AttentionPath apply_attention(Backend& backend, const std::string& attention, int C, int NH);
 
 // The peak MFU is measured against: --peak-tflops when given (> 0), else the backend's own.
 PeakFlops mfu_peak(const Backend& backend, double peak_tflops);

@@ -26,7 +26,7 @@ struct TrainOptions {
   OptimizerConfig optim;           // --weight-decay, --grad-clip, --beta1, --beta2 (eps 1e-8)
   uint64_t seed = 1337;            // --seed: init and sampling
   std::string device = "auto";     // --device cpu|cuda|auto
-  std::string attention = "simple";  // --attention simple|fused (fused: cuda's flash-style kernels)
+  std::string attention = "auto";  // --attention auto|simple|fused|cudnn (kernels/attention_rules.h)
   FsdpOptions fsdp;                // --shard, --shard-group, --gather-slots, --no-sync, --offload
   RecomputePolicy recompute;       // --recompute
   int val_every = 0;               // --val-every: evaluate every N steps (0: only at the end)

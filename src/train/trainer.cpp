@@ -19,7 +19,7 @@ namespace gpt {
 
 Trainer::Trainer(const TrainOptions& opt, Communicator& world) : opt_(opt), world_(world) {
   check_batch();
-  rt_ = make_runtime(world_, opt_.device, opt_.attention);
+  rt_ = make_runtime(world_, opt_.device, opt_.attention, opt_.model.channels, opt_.model.num_heads);
   open_data();       // bad input is reported before anything else is printed
   load_tokenizer();
   find_checkpoint();
@@ -52,7 +52,10 @@ MemPlanInput Trainer::plan_input() {
   in.B = opt_.B;
   in.T = opt_.T;
   in.compute = backend().compute_dtype();
-  in.fused_attention = backend().fused_attention();
+  // The path make_runtime resolved. On cudnn the plans' workspace is not measured here (reserve_workspace
+  // builds the plans after the pre-flight): it counts as 0 and is left to the pre-flight's margin (256 MiB
+  // and 5%; cuDNN's deviceless planning asks at most 3 MiB at d12, tests/cuda/test_cuda_cudnn_graphs.cpp).
+  in.attention = backend().attention_path();
   return in;
 }
 

@@ -141,6 +141,14 @@ TEST(Cli, BadFlagsAndConfigs) {
   expect_error("train --config d2 --device tpu" + train, "--device");
   expect_error("train --config d2 --attention sparse" + train, "--attention");
   expect_error("train --config d2 --device cpu --attention fused" + train, "--attention fused");
+  expect_error("train --config d2 --device cpu --attention cudnn" + train, "--attention cudnn");
+}
+
+// scripts/gpu_check.sh and scripts/gpu_correctness.py take the attention paths to run from this help line.
+TEST(Cli, TrainHelpListsTheAttentionPaths) {
+  Result r = run("train --help");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("--attention simple|fused|cudnn, default auto"), std::string::npos) << r.out;
 }
 
 TEST(Cli, BadFiles) {

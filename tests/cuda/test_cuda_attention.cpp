@@ -12,13 +12,25 @@
 //   D = sum P dP:    sum_l (err(P_il) |dP_il| + P_il err(dP_il)) + (acc(T) + u) sum_l P_il |dP_il|
 //   dS = P (dP - D): err(P) |dP - D| + P (err(dP) + err(D) + 2u (|dP| + |D|))  [+ ub (|dS| + err) on the GPU]
 //   dq = s dS k, dk = s dS^T q, dv = P^T dy: the same product rule with K = T, plus 2u for the scale.
-// The fused path (attention_fused.cu) adds, relative to each P it uses: the online rescaling (one rounding
-// per key tile), and in backward the recomputation exp(s S - lse) with lse = M + log Z rounded in fp32:
-//   + u (|M| + |log Z| + 2 ceil(T/64) + 8)
-// and it takes D = sum_d dy_d y_d from the bf16 output y (error ey):  err(D) = sum_d |dy_d| ey_d
-//   + acc(hs) sum_d |dy_d y_d|.
+// The flash-style paths, fused (attention_fused.cu) and cudnn (cuDNN's flash attention, attention_cudnn.cu),
+// add, relative to each P they use: the online rescaling (one rounding per key tile), and in backward the
+// recomputation exp(s S - lse) with lse = M + log Z rounded in fp32:
+//   + u (m |M| + |log Z| + 2 ceil(T/tile) + 8)
+// with tile = 64 keys for fused (its kernels' tile) and 16 for cudnn (cuDNN does not publish its tiles; P v
+// reduces over keys 16 at a time in a bf16 tensor-core instruction (k = 16), so no tensor-core kernel steps by
+// fewer keys, and the term bounds every tiling cuDNN may pick). m = 1 for fused (expf of the natural-base
+// argument); m = 2 for cudnn, which may evaluate exp as exp2 of log2(e)-scaled arguments (as FlashAttention
+// kernels do), rounding M log2(e) with log2(e) < 2. Both take D = sum_d dy_d y_d from the bf16 output y (error ey):
+//   err(D) = sum_d |dy_d| ey_d + acc(hs) sum_d |dy_d y_d|.
+// Both keep lse as their state, checked too: d lse / d S_j = P_j, so the scores' errors enter as sum_j P_j es_j
+// (es_j as above, which also carries the rounding of each exp), the sum Z adds acc(T) and the rescaling
+// 2u per tile, and the final log and add u (|M| + |log Z| + 8):
+//   err(lse) = sum_j P_j es_j + acc(T) + u (m |M| + |log Z| + 2 ceil(T/tile) + 8).
+// (Both sum Z from the fp32 exponentials, before they are rounded to bf16 for P v, as FlashAttention does.)
+// The flash-style paths are also held against the simple path on the GPU: within the sum of both paths' bounds.
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "src/core/check.h"
@@ -34,7 +46,10 @@ struct AttnShape {
 struct AttnRef {
   std::vector<double> out, tout;    // (B,T,C)
   std::vector<double> dqkv, tdqkv;  // (B,T,3C)
+  std::vector<double> lse, tlse;    // (B,NH,T): the flash-style paths' state
 };
+
+size_t state_bytes(AttnShape sh) { return sizeof(float) * sh.B * sh.NH * sh.T; }
 
 using Mat = std::vector<std::vector<double>>;
 Mat mat(int r, int c) { return Mat(r, std::vector<double>(c, 0.0)); }
@@ -48,11 +63,18 @@ Mat slice(const std::vector<float>& src, int b, int T, int stride, int off, int 
 }
 
 // One head, forward and backward, with error bounds; `gpu` adds the bf16 roundings.
-enum class Path { cpu, gpu_simple, gpu_fused };
+enum class Path { cpu, gpu_simple, gpu_fused, gpu_cudnn };
+
+Path gpu_path(AttentionPath p) {
+  return p == AttentionPath::fused ? Path::gpu_fused : p == AttentionPath::cudnn ? Path::gpu_cudnn : Path::gpu_simple;
+}
 
 void reference_head(const Mat& q, const Mat& k, const Mat& v, const Mat& dy, Path path, Mat& y, Mat& ey, Mat& dq,
-                    Mat& edq, Mat& dk, Mat& edk, Mat& dv, Mat& edv) {
-  const bool gpu = path != Path::cpu, fused = path == Path::gpu_fused;
+                    Mat& edq, Mat& dk, Mat& edk, Mat& dv, Mat& edv, std::vector<double>& lse,
+                    std::vector<double>& lse_tol) {
+  const bool gpu = path != Path::cpu, fused = path == Path::gpu_fused || path == Path::gpu_cudnn;
+  const double tile = path == Path::gpu_cudnn ? 16.0 : 64.0;  // keys per tile (top of file)
+  const double m_exp = path == Path::gpu_cudnn ? 2.0 : 1.0;    // m: the rounding of M in exp's argument
   const int T = static_cast<int>(q.size()), hs = static_cast<int>(q[0].size());
   const double s = 1.0 / std::sqrt(static_cast<double>(hs)), ub = gpu ? kUb : 0.0;
   Mat P = mat(T, T), eP = mat(T, T), dP = mat(T, T), edP = mat(T, T), dS = mat(T, T), edS = mat(T, T);
@@ -68,8 +90,11 @@ void reference_head(const Mat& q, const Mat& k, const Mat& v, const Mat& dy, Pat
     double Z = 0, spread = 0;
     for (int j = 0; j <= i; j++) Z += std::exp(S[j] - M), es[j] += kU * std::fabs(S[j] - M) + 4 * kU;
     for (int j = 0; j <= i; j++) P[i][j] = std::exp(S[j] - M) / Z, spread += P[i][j] * es[j];
-    const double tiles = std::ceil(T / 64.0);
-    const double recompute = fused ? kU * (std::fabs(M) + std::fabs(std::log(Z)) + 2 * tiles + 8) : 0.0;
+    const double tiles = std::ceil(T / tile);
+    const double rounding = kU * (m_exp * std::fabs(M) + std::fabs(std::log(Z)) + 2 * tiles + 8);
+    const double recompute = fused ? rounding : 0.0;
+    lse[i] = M + std::log(Z);
+    lse_tol[i] = spread + acc(i + 1) + rounding;
     for (int j = 0; j <= i; j++) eP[i][j] = P[i][j] * (es[j] + spread + acc(T) + 2 * kU + ub + recompute);
   }
   for (int i = 0; i < T; i++)
@@ -129,12 +154,18 @@ AttnRef attention_reference(const std::vector<float>& qkv, const std::vector<flo
   AttnRef r;
   r.out.resize(static_cast<size_t>(B) * T * C), r.tout.resize(r.out.size());
   r.dqkv.resize(static_cast<size_t>(B) * T * 3 * C), r.tdqkv.resize(r.dqkv.size());
+  r.lse.resize(static_cast<size_t>(B) * NH * T), r.tlse.resize(r.lse.size());
   for (int b = 0; b < B; b++)
     for (int h = 0; h < NH; h++) {
       Mat q = slice(qkv, b, T, 3 * C, h * hs, hs), k = slice(qkv, b, T, 3 * C, C + h * hs, hs);
       Mat v = slice(qkv, b, T, 3 * C, 2 * C + h * hs, hs), dy = slice(dout, b, T, C, h * hs, hs);
       Mat y = mat(T, hs), ey = y, dq = y, edq = y, dk = y, edk = y, dv = y, edv = y;
-      reference_head(q, k, v, dy, path, y, ey, dq, edq, dk, edk, dv, edv);
+      std::vector<double> lse(T), lse_tol(T);
+      reference_head(q, k, v, dy, path, y, ey, dq, edq, dk, edk, dv, edv, lse, lse_tol);
+      for (int t = 0; t < T; t++) {
+        const size_t row = (static_cast<size_t>(b) * NH + h) * T + t;  // (B, NH, T)
+        r.lse[row] = lse[t], r.tlse[row] = lse_tol[t];
+      }
       for (int t = 0; t < T; t++)
         for (int d = 0; d < hs; d++) {
           const size_t o = (static_cast<size_t>(b) * T + t) * C + h * hs + d;
@@ -148,30 +179,58 @@ AttnRef attention_reference(const std::vector<float>& qkv, const std::vector<flo
   return r;
 }
 
-void check_attention(Backend& gpu, Backend& cpu, AttnShape sh, uint64_t seed, bool fused = false) {
+// What one backend computes: out (B,T,C), dqkv (B,T,3C), and the state read as fp32 (the flash-style paths'
+// (B,NH,T) log-sum-exp; empty on the simple path).
+struct AttnRun {
+  std::vector<float> out, dqkv, lse;
+};
+
+AttnRun run_attention(Backend& be, const std::vector<float>& qkv, const std::vector<float>& dout, AttnShape sh) {
+  const int B = sh.B, T = sh.T, C = sh.C, NH = sh.NH;
+  DevBuf dq = upload_compute(be, qkv), dd = upload_compute(be, dout);
+  DevBuf o = poisoned_compute(be, dout.size()), g = poisoned_compute(be, qkv.size());
+  DevBuf state(be, be.attention_state_bytes(B, T, NH));
+  const bool lse_state = be.attention_path() != AttentionPath::simple;
+  const std::vector<float> nan_state(size_t{1} * B * NH * T, NAN);  // an lse the op forgets to write fails
+  if (lse_state) be.copy_h2d(state.get(), nan_state.data(), state_bytes(sh));
+  be.attention_forward(o.get(), state.get(), dq.get(), B, T, C, NH);
+  be.attention_backward(g.get(), dd.get(), dq.get(), o.get(), state.get(), B, T, C, NH);
+  AttnRun r;
+  r.out = download_compute(be, o.get(), dout.size());
+  r.dqkv = download_compute(be, g.get(), qkv.size());
+  if (lse_state) r.lse = download_f32(be, state.get(), size_t{1} * B * NH * T);
+  return r;
+}
+
+// The GPU on `path` against the reference and the CPU twin; the flash-style paths' lse against its reference;
+// and a path other than simple against the GPU's simple path, within the sum of both paths' bounds.
+void check_attention(Backend& gpu, Backend& cpu, AttnShape sh, uint64_t seed,
+                     AttentionPath path = AttentionPath::simple) {
   const int B = sh.B, T = sh.T, C = sh.C, NH = sh.NH;
   Rng rng(seed);
   auto qkv = uniform_bf16(rng, static_cast<size_t>(B) * T * 3 * C, -1.5f, 1.5f);
   auto dout = uniform_bf16(rng, static_cast<size_t>(B) * T * C, -1, 1);
-  const AttnRef rg = attention_reference(qkv, dout, sh, fused ? Path::gpu_fused : Path::gpu_simple);
+  const AttnRef rg = attention_reference(qkv, dout, sh, gpu_path(path));
   const AttnRef rc = attention_reference(qkv, dout, sh, Path::cpu);
-  gpu.set_fused_attention(fused);
-  std::vector<float> out[2], dqkv[2];
-  Backend* bes[2] = {&gpu, &cpu};
-  for (int k = 0; k < 2; k++) {
-    Backend& be = *bes[k];
-    DevBuf dq = upload_compute(be, qkv), dd = upload_compute(be, dout);
-    DevBuf o = poisoned_compute(be, dout.size()), g = poisoned_compute(be, qkv.size());
-    DevBuf state(be, be.attention_state_bytes(B, T, NH));
-    be.attention_forward(o.get(), state.get(), dq.get(), B, T, C, NH);
-    be.attention_backward(g.get(), dd.get(), dq.get(), o.get(), state.get(), B, T, C, NH);
-    out[k] = download_compute(be, o.get(), dout.size());
-    dqkv[k] = download_compute(be, g.get(), qkv.size());
-  }
-  const std::string tag = std::string(fused ? " fused" : " simple") + " B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C) +
-                          " NH=" + std::to_string(NH);
-  expect_twins("attention_forward out" + tag, out[0], out[1], rg.out, rg.tout, rc.tout);
-  expect_twins("attention_backward dqkv" + tag, dqkv[0], dqkv[1], rg.dqkv, rg.tdqkv, rc.tdqkv);
+  gpu.set_attention_path(path);
+  const AttnRun g = run_attention(gpu, qkv, dout, sh), c = run_attention(cpu, qkv, dout, sh);
+  const std::string tag = std::string(" ") + attention_path_name(path) + " B=" + std::to_string(B) +
+                          " T=" + std::to_string(T) + " C=" + std::to_string(C) + " NH=" + std::to_string(NH);
+  expect_twins("attention_forward out" + tag, g.out, c.out, rg.out, rg.tout, rc.tout);
+  expect_twins("attention_backward dqkv" + tag, g.dqkv, c.dqkv, rg.dqkv, rg.tdqkv, rc.tdqkv);
+  if (path == AttentionPath::simple) return;
+  expect_within("attention state lse" + tag + " (cuda vs reference)", g.lse, rg.lse, rg.tlse);
+  const AttnRef rs = attention_reference(qkv, dout, sh, Path::gpu_simple);
+  gpu.set_attention_path(AttentionPath::simple);
+  const AttnRun s = run_attention(gpu, qkv, dout, sh);
+  auto against_simple = [](const std::string& what, const std::vector<float>& got, const std::vector<float>& simple,
+                           const std::vector<double>& t1, const std::vector<double>& t2) {
+    std::vector<double> ref(simple.begin(), simple.end()), both(ref.size());
+    for (size_t i = 0; i < ref.size(); i++) both[i] = t1[i] + t2[i];
+    expect_within(what, got, ref, both);
+  };
+  against_simple("attention_forward out" + tag + " (vs cuda simple)", g.out, s.out, rg.tout, rs.tout);
+  against_simple("attention_backward dqkv" + tag + " (vs cuda simple)", g.dqkv, s.dqkv, rg.tdqkv, rs.tdqkv);
 }
 
 TEST_F(CudaTwin, AttentionForwardBackward) {
@@ -181,18 +240,52 @@ TEST_F(CudaTwin, AttentionForwardBackward) {
 
 // Head sizes 32 and 64; T below, at and across the 64-row tile (partial last tiles, several key tiles).
 TEST_F(CudaTwin, FusedAttentionForwardBackward) {
-  check_attention(*gpu, *cpu, AttnShape{2, 37, 64, 2}, 411, true);   // hs 32, one partial tile
-  check_attention(*gpu, *cpu, AttnShape{1, 64, 64, 1}, 412, true);   // hs 64, exactly one tile
-  check_attention(*gpu, *cpu, AttnShape{1, 150, 128, 2}, 413, true); // hs 64, three tiles, the last partial
+  const AttentionPath fused = AttentionPath::fused;
+  check_attention(*gpu, *cpu, AttnShape{2, 37, 64, 2}, 411, fused);   // hs 32, one partial tile
+  check_attention(*gpu, *cpu, AttnShape{1, 64, 64, 1}, 412, fused);   // hs 64, exactly one tile
+  check_attention(*gpu, *cpu, AttnShape{1, 150, 128, 2}, 413, fused); // hs 64, three tiles, the last partial
 }
 
-TEST_F(CudaTwin, FusedAttentionStateIsRowLogSumExp) {
-  gpu->set_fused_attention(true);
+// The cudnn path where this build and GPU have it: head sizes 8 to 128 (every multiple of 8 cuDNN takes on any
+// supported GPU), T odd, below and across 64 and 128 keys, several heads and batches, and T = 1 (the closed
+// form). Without cuDNN in the build the path must be refused in the flag's words instead.
+TEST_F(CudaTwin, CudnnAttentionForwardBackward) {
+#ifdef GPT_WITH_CUDNN
+  const AttnShape shapes[] = {
+      {2, 37, 48, 3},   // hs 16; T not a multiple of the warp
+      {1, 70, 64, 2},   // hs 32
+      {1, 150, 128, 2}, // hs 64, T across 128
+      {2, 64, 256, 2},  // hs 128
+      {1, 129, 64, 8},  // hs 8
+      {3, 1, 64, 2},    // T = 1: the closed form
+  };
+  uint64_t seed = 421;
+  for (const AttnShape& sh : shapes) {
+    const std::string why = cudnn_attention_unsupported(sh.C, sh.NH, gpu->attention_target().cudnn);
+    if (!why.empty()) GTEST_SKIP() << "--attention cudnn on this GPU: " << why;
+    check_attention(*gpu, *cpu, sh, seed++, AttentionPath::cudnn);
+  }
+#else
+  try {
+    gpu->set_attention_path(AttentionPath::cudnn);
+    FAIL() << "a build without cuDNN accepted --attention cudnn";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--attention cudnn: this build has no cuDNN"), std::string::npos) << e.what();
+  }
+#endif
+}
+
+TEST_F(CudaTwin, FlashStyleStateIsRowLogSumExp) {
+  gpu->set_attention_path(AttentionPath::fused);
   EXPECT_EQ(gpu->attention_state_bytes(2, 64, 3), size_t{2} * 3 * 64 * 4);
+#ifdef GPT_WITH_CUDNN
+  gpu->set_attention_path(AttentionPath::cudnn);
+  EXPECT_EQ(gpu->attention_state_bytes(2, 64, 3), size_t{2} * 3 * 64 * 4);
+#endif
 }
 
 TEST_F(CudaTwin, FusedAttentionRefusesOtherHeadSizes) {
-  gpu->set_fused_attention(true);
+  gpu->set_attention_path(AttentionPath::fused);
   const int B = 1, T = 8, C = 48, NH = 3;  // hs 16
   DevBuf qkv = upload_compute(*gpu, std::vector<float>(size_t{B} * T * 3 * C, 0.5f));
   DevBuf out(*gpu, size_t{B} * T * C * gpu->compute_size()), state(*gpu, gpu->attention_state_bytes(B, T, NH));
@@ -205,16 +298,20 @@ TEST_F(CudaTwin, FusedAttentionRefusesOtherHeadSizes) {
 }
 
 // Runs without a GPU: the cpu backend has one path, and says so in the flag's terms.
-TEST(AttentionPath, CpuBackendRefusesFused) {
+TEST(AttentionPath, CpuBackendRefusesFlashStylePaths) {
   auto cpu = make_backend("cpu");
-  EXPECT_NO_THROW(cpu->set_fused_attention(false));
-  try {
-    cpu->set_fused_attention(true);
-    FAIL() << "the cpu backend accepted --attention fused";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--attention fused"), std::string::npos) << e.what();
+  EXPECT_NO_THROW(cpu->set_attention_path(AttentionPath::simple));
+  for (AttentionPath p : {AttentionPath::fused, AttentionPath::cudnn}) {
+    try {
+      cpu->set_attention_path(p);
+      FAIL() << "the cpu backend accepted --attention " << attention_path_name(p);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("--attention ") + attention_path_name(p)), std::string::npos)
+          << e.what();
+    }
   }
-  EXPECT_FALSE(cpu->fused_attention());
+  EXPECT_EQ(cpu->attention_path(), AttentionPath::simple);
+  EXPECT_FALSE(cpu->attention_target().cuda);
 }
 
 TEST_F(CudaTwin, AttentionStateIsBf16Probabilities) {

@@ -6,11 +6,15 @@
 //  - reserve_workspace: ops at the reserved shape allocate nothing, a larger op fails naming itself, and a
 //    larger reservation grows the workspace explicitly;
 //  - the plan cache: one plan per shape key, pointers (including the bias) taken per call, results against
-//    a naive double-precision loop with the bound derived in test_cuda_ops.cpp.
+//    a naive double-precision loop with the bound derived in test_cuda_ops.cpp;
+//  - the cuDNN attention plans (builds with cuDNN): built once per shape by reserve_workspace, whose scratch
+//    is what the memory planner predicts from the measured plans, and ops at that shape allocate nothing.
 // The GPU tests skip when no GPU is visible.
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -247,6 +251,51 @@ TEST(CudaGemmPlans, OnePlanPerShapeKeyPointersPerCall) {
   const std::vector<float> x_shifted(x.begin() + shift, x.end());
   expect_linear("16-byte aligned input", *be, out3.get(), x_shifted, w, b1, N, C, OC);
 }
+
+#ifdef GPT_WITH_CUDNN
+// The cudnn path's plans: reserve_workspace builds the forward and backward plans of its shape and reserves
+// their workspace beside the backward's fp32 tensors (kernels/sizes.h), exactly what the memory planner's
+// measured figure gives; ops at that shape then build no plan and allocate nothing; another T is two more
+// plans; T = 1 (the closed form) builds none.
+TEST(CudaCudnnPlans, ReservedShapeIsPlannedOnceAndRunsWithoutAllocating) {
+  if (!gpt::cuda_available()) GTEST_SKIP() << "no CUDA GPU visible";
+  auto be = make_backend("cuda");
+  const int B = 2, T = 64, C = 128, NH = 2, OC = 4 * C;
+  const std::string why = cudnn_attention_unsupported(C, NH, be->attention_target().cudnn);
+  if (!why.empty()) GTEST_SKIP() << "--attention cudnn on this GPU: " << why;
+  be->set_attention_path(AttentionPath::cudnn);
+  EXPECT_EQ(cuda_cudnn_plan_count(*be), 0u);
+  const int64_t ws0 = workspace_bytes(*be);  // the cuBLASLt workspace
+  be->reserve_workspace(B, T, C, NH, OC);
+  EXPECT_EQ(cuda_cudnn_plan_count(*be), 2u) << "forward and backward";
+  const int64_t ws1 = workspace_bytes(*be);
+  const std::optional<cuda::CudnnPlanWorkspace> measured = measured_cudnn_plan_workspace(B, T, C, NH);
+  ASSERT_TRUE(measured.has_value());
+  std::printf("[  cudnn   ] B=%d T=%d C=%d NH=%d: plan workspace forward %lld, backward %lld bytes\n", B, T, C, NH,
+              (long long)measured->forward, (long long)measured->backward);
+  EXPECT_EQ(ws1 - ws0, cuda::op_scratch_bytes(B, T, C, NH, OC, AttentionPath::cudnn, *measured))
+      << "the reservation is not what the memory planner predicts from the measured plans";
+
+  Rng rng(2025);
+  AttentionBufs att(*be, rng, B, T, C, NH);
+  be->synchronize();
+  const CudaMemoryCheck before = cuda_memory_check(*be);
+  be->attention_forward(att.out.get(), att.state.get(), att.qkv.get(), B, T, C, NH);
+  be->attention_backward(att.dqkv.get(), att.dout.get(), att.qkv.get(), att.out.get(), att.state.get(), B, T, C,
+                         NH);
+  be->synchronize();
+  EXPECT_EQ(workspace_bytes(*be), ws1) << "an op at the reserved shape grew the workspace";
+  EXPECT_EQ(cuda_memory_check(*be).live_allocations, before.live_allocations) << "an op allocated";
+  EXPECT_EQ(cuda_cudnn_plan_count(*be), 2u) << "an op at the reserved shape planned again";
+  const std::vector<float> out = download_compute(*be, att.out.get(), (size_t)B * T * C);
+  for (float x : out) ASSERT_TRUE(std::isfinite(x));
+
+  be->reserve_workspace(B, 2 * T, C, NH, OC);
+  EXPECT_EQ(cuda_cudnn_plan_count(*be), 4u);
+  be->reserve_workspace(B, 1, C, NH, OC);
+  EXPECT_EQ(cuda_cudnn_plan_count(*be), 4u) << "T = 1 runs the closed form, without plans";
+}
+#endif
 #endif
 
 }  // namespace

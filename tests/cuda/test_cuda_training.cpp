@@ -204,6 +204,13 @@ void check_cuda_matches_cpu(const std::string& attention) {
 
 TEST(CudaTraining, D2TenStepsMatchCpuSimpleAttention) { check_cuda_matches_cpu("simple"); }
 TEST(CudaTraining, D2TenStepsMatchCpuFusedAttention) { check_cuda_matches_cpu("fused"); }
+TEST(CudaTraining, D2TenStepsMatchCpuCudnnAttention) {
+  if (gpt::cuda_available()) {
+    const std::string why = cudnn_attention_unsupported(128, 2, planning_attention_target().cudnn);
+    if (!why.empty()) GTEST_SKIP() << "--attention cudnn on this GPU: " << why;
+  }
+  check_cuda_matches_cpu("cudnn");
+}
 
 }  // namespace
 }  // namespace gpt::test

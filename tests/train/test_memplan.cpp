@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "src/backend/backend.h"
 #include "src/cli/commands.h"
 #include "src/core/check.h"
 #include "src/dist/comm_world.h"
@@ -261,7 +262,7 @@ TEST(MemPlanBF16, FusedAttentionStateAndScratch) {
   in.T = 256;
   in.compute = DType::BF16;
   const MemPlan simple = plan_memory(in);
-  in.fused_attention = true;
+  in.attention = AttentionPath::fused;
   const MemPlan fused = plan_memory(in);
   const int64_t probs = 4 * 2 * 256 * 256 * 2, lse = 4 * 2 * 256 * 4;  // per layer
   EXPECT_EQ(simple.at(MemDomain::device, MemCat::activation) - fused.at(MemDomain::device, MemCat::activation),
@@ -272,6 +273,48 @@ TEST(MemPlanBF16, FusedAttentionStateAndScratch) {
             (7 * 262144 + 2097152 + 1048576) - 131072);
   in.compute = DType::F32;
   EXPECT_THROW(plan_memory(in), Error);  // the cpu backend has no fused path
+}
+
+void expect_error(const MemPlanInput& in, const std::string& needle);
+
+// --attention cudnn: each layer keeps the fused path's (B, NH, T) fp32 log-sum-exps; the scratch holds the
+// backward's fp32 dQ accumulator (B*T*C*4) and row terms (B*NH*T*4), 256-aligned, plus the cuDNN plans'
+// workspace, which only building the plans on a GPU tells: measured, the plan is exact; not measured, it is
+// counted as 0 and the plan says it is not exact. Worked by hand for the d2 shape at B=4, T=256.
+TEST(MemPlanBF16, CudnnAttentionStateAndScratch) {
+  MemPlanInput in;
+  in.cfg = tiny(2, 2, 128, 256);
+  in.B = 4;
+  in.T = 256;
+  in.compute = DType::BF16;
+  in.attention = AttentionPath::fused;
+  const MemPlan fused = plan_memory(in);
+  in.attention = AttentionPath::cudnn;
+  const MemPlan unmeasured = plan_memory(in);
+  EXPECT_TRUE(fused.exact);
+  EXPECT_FALSE(unmeasured.exact);
+  EXPECT_EQ(unmeasured.at(MemDomain::device, MemCat::activation), fused.at(MemDomain::device, MemCat::activation));
+  const int64_t dq_accum = 4 * 256 * 128 * 4, dsum = 4 * 2 * 256 * 4;  // 524288 + 8192 beat the fc partials 131072
+  EXPECT_EQ(unmeasured.at(MemDomain::device, MemCat::workspace) - fused.at(MemDomain::device, MemCat::workspace),
+            dq_accum + dsum - 131072);
+  in.cudnn_workspace = cuda::CudnnPlanWorkspace{1000, 3000};  // the backward's 3000 rounds up to 3072
+  const MemPlan measured = plan_memory(in);
+  EXPECT_TRUE(measured.exact);
+  EXPECT_EQ(measured.at(MemDomain::device, MemCat::workspace) - unmeasured.at(MemDomain::device, MemCat::workspace),
+            3072);
+  in.cudnn_workspace = cuda::CudnnPlanWorkspace{int64_t{1} << 20, 0};  // a forward workspace larger than it all
+  EXPECT_EQ(plan_memory(in).at(MemDomain::device, MemCat::workspace) - fused.at(MemDomain::device, MemCat::workspace),
+            (int64_t{1} << 20) - 131072);
+  // T = 1 runs the closed form: no plans, no attention scratch, nothing unknown
+  in.cudnn_workspace.reset();
+  in.T = 1;
+  const MemPlan one = plan_memory(in);
+  EXPECT_TRUE(one.exact);
+  in.attention = AttentionPath::fused;
+  EXPECT_EQ(one.at(MemDomain::device, MemCat::workspace), plan_memory(in).at(MemDomain::device, MemCat::workspace));
+  in.attention = AttentionPath::cudnn;
+  in.compute = DType::F32;
+  expect_error(in, "--attention cudnn: the cpu backend has only the simple path");
 }
 
 // Recompute and offload move bytes the way the modes say (bf16: the model states of offload go to the host).
@@ -429,6 +472,12 @@ TEST(MemPlanCommand, FlagErrorsNameTheFlag) {
   EXPECT_NE(cmd_error({"--budget", "lots"}).find("--budget"), std::string::npos);
   EXPECT_NE(cmd_error({"--budget", "1GiB", "--zero-table"}).find("give one"), std::string::npos);
   EXPECT_NE(cmd_error({"--frobnicate", "1"}).find("unknown flag --frobnicate"), std::string::npos);
+  EXPECT_NE(cmd_error({"--attention", "sparse"}).find("--attention: expected auto, simple, fused or cudnn"),
+            std::string::npos);
+  EXPECT_NE(cmd_error({"--attention", "cudnn"}).find("--attention cudnn: the cpu backend has only the simple path"),
+            std::string::npos);
+  EXPECT_NE(cmd_error({"--device", "cuda", "--attention", "fused", "--n-head", "4"}).find("--attention fused"),
+            std::string::npos);
   const std::string tiny_budget = cmd_error({"--budget", "1MiB"});
   EXPECT_NE(tiny_budget.find("--budget 1.00 MiB (1048576 bytes): even the smallest model (d2"), std::string::npos)
       << tiny_budget;
@@ -452,6 +501,18 @@ TEST(MemPlanCommand, JsonCarriesThePlan) {
   EXPECT_NE(out.find(str("\"host_peak_bytes\": ", p.host_peak)), std::string::npos) << out;
   EXPECT_NE(out.find("\"group\": 2"), std::string::npos) << out;
   EXPECT_EQ(out.front(), '{');
+}
+
+// --attention auto plans the path gpt train would take on this machine (or, without a GPU, on an sm_90 one with
+// this build's cuDNN), and the JSON names it and whether the plan is exact.
+TEST(MemPlanCommand, AutoAttentionIsResolvedAsTrainingWould) {
+  const std::string out = run_cmd({"--config", "d2", "--device", "cuda", "-B", "4", "-T", "64", "--json"});
+  const AttentionPath path = resolve_attention_path("auto", planning_attention_target(), 128, 2);
+  EXPECT_NE(out.find(str("\"attention\": \"", attention_path_name(path), "\"")), std::string::npos) << out;
+  const bool exact = path != AttentionPath::cudnn || cuda_available();
+  EXPECT_NE(out.find(str("\"exact\": ", exact ? "true" : "false")), std::string::npos) << out;
+  const std::string cpu = run_cmd({"--config", "d2", "--json"});
+  EXPECT_NE(cpu.find("\"attention\": \"simple\", \"exact\": true"), std::string::npos) << cpu;
 }
 
 TEST(MemPlanCommand, TableBudgetAndZeroReports) {

@@ -23,10 +23,10 @@ TEST(Runtime, ResolvesTheDeviceFlag) {
 
 TEST(Runtime, CpuRanksUseTheWorldCommunicator) {
   auto world = make_single_communicator();
-  Runtime rt = make_runtime(*world, "cpu", "simple");
+  Runtime rt = make_runtime(*world, "cpu", "auto", 128, 2);
   ASSERT_TRUE(rt.backend);
   EXPECT_EQ(rt.backend->kind(), DeviceKind::cpu);
-  EXPECT_FALSE(rt.backend->fused_attention());
+  EXPECT_EQ(rt.backend->attention_path(), AttentionPath::simple) << "auto on the cpu backend";
   EXPECT_EQ(rt.engine_comm, world.get());
   EXPECT_FALSE(rt.device_comm);
   EXPECT_FALSE(rt.comm_buffers_on_device());
@@ -34,15 +34,32 @@ TEST(Runtime, CpuRanksUseTheWorldCommunicator) {
 
 TEST(Runtime, RefusesAnAttentionPathTheBackendLacks) {
   auto world = make_single_communicator();
-  std::string e = error_of([&] { make_runtime(*world, "cpu", "fused"); });
-  EXPECT_NE(e.find("--attention fused"), std::string::npos) << e;
-  e = error_of([&] { make_runtime(*world, "cpu", "flash"); });
-  EXPECT_NE(e.find("--attention"), std::string::npos) << e;
+  for (const char* path : {"fused", "cudnn"}) {
+    const std::string e = error_of([&] { make_runtime(*world, "cpu", path, 128, 2); });
+    EXPECT_NE(e.find(std::string("--attention ") + path + ": the cpu backend has only the simple path"),
+              std::string::npos)
+        << e;
+  }
+  const std::string e = error_of([&] { make_runtime(*world, "cpu", "flash", 128, 2); });
+  EXPECT_NE(e.find("--attention: expected auto, simple, fused or cudnn"), std::string::npos) << e;
+}
+
+// --attention on a cuda device: auto takes what the GPU offers for the model's head size, an explicit path
+// the head size rules out is refused at start-up with the flag's error.
+TEST(Runtime, AttentionOnTheGpuFollowsTheRules) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU visible";
+  auto world = make_single_communicator();
+  Runtime rt = make_runtime(*world, "cuda", "auto", 768, 12);
+  const AttentionPath want = resolve_attention_path("auto", rt.backend->attention_target(), 768, 12);
+  EXPECT_EQ(rt.backend->attention_path(), want);
+  EXPECT_NE(want, AttentionPath::simple) << "head size 64 has a flash-style path on every GPU";
+  const std::string e = error_of([&] { make_runtime(*world, "cuda", "fused", 768, 8); });  // head size 96
+  EXPECT_NE(e.find("--attention fused: supports head sizes 32 and 64"), std::string::npos) << e;
 }
 
 TEST(Runtime, MfuPeakPrefersTheFlag) {
   auto world = make_single_communicator();
-  Runtime rt = make_runtime(*world, "cpu", "simple");
+  Runtime rt = make_runtime(*world, "cpu", "simple", 128, 2);
   const PeakFlops flag = mfu_peak(*rt.backend, 2.5);
   EXPECT_EQ(flag.flops, 2.5e12);
   EXPECT_EQ(flag.source, "--peak-tflops");

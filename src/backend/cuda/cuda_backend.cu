@@ -1,8 +1,9 @@
 // The CUDA backend: bf16 compute dtype, one compute stream that every op and plain copy is queued on, a
 // copy stream for the offload copies (copy_stream.h: ordered against compute by events only), one
 // cuBLASLt handle with a 32 MiB workspace (and its cache of planned products), and one scratch block for
-// ops with temporaries (attention's head-major copies and (T,T) matrices, the deterministic gradient
-// reductions). reserve_workspace sizes the scratch for a model's largest ops before the first step; after
+// ops with temporaries (attention's head-major copies and (T,T) matrices, or the cuDNN attention plans'
+// workspace, the deterministic gradient reductions). reserve_workspace sizes the scratch for a model's
+// largest ops before the first step (building the cuDNN attention plans there, on the cudnn path); after
 // that an op needing more fails (no cudaMalloc inside a step). Before any reservation (op unit tests) the
 // scratch grows on demand, after waiting for the stream, so no op sees its scratch freed under it. Both
 // blocks are tagged "workspace" in the ledger.
@@ -17,8 +18,11 @@
 // Reports: peak_flops names the GPU's dense bf16 peak from its compute capability, SM count, clock and
 // name (src/backend/peak_flops.h); driver_memory sets the ledger against cudaMemGetInfo.
 #include <algorithm>
+#include <cstdio>
 #include <memory>
+#include <optional>
 
+#include "kernels/cuda/attention_cudnn.cuh"
 #include "kernels/cuda/ops.cuh"
 #include "src/backend/backend.h"
 #include "src/backend/cuda/copy_stream.h"
@@ -26,6 +30,21 @@
 #include "src/backend/peak_flops.h"
 
 namespace gpt {
+
+// What the attention paths meet on GPU `device` (kernels/attention_rules.h): its compute capability and,
+// in builds with cuDNN, the cuDNN library loaded.
+AttentionTarget cuda_device_attention_target(int device) {
+  AttentionTarget t;
+  t.cuda = true;
+#ifdef GPT_WITH_CUDNN
+  t.cudnn = cuda::CudnnAttention::target(device);
+#else
+  CUDA_CHECK(cudaDeviceGetAttribute(&t.cudnn.cc_major, cudaDevAttrComputeCapabilityMajor, device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&t.cudnn.cc_minor, cudaDevAttrComputeCapabilityMinor, device));
+#endif
+  return t;
+}
+
 namespace {
 
 using cuda::bf16;
@@ -97,6 +116,9 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);  // no throwing in a destructor: errors here are ignored
     if (copy_stream_) cudaStreamSynchronize(copy_stream_->stream());
+#ifdef GPT_WITH_CUDNN
+    cudnn_.reset();  // its handle is bound to stream_
+#endif
     release(scratch_);
     release(blas_.workspace);
     blas_.plans.clear();  // the plans' descriptors go before the handle
@@ -115,7 +137,8 @@ class CudaBackend final : public Backend {
     GPT_CHECK(B >= 1 && T >= 1 && C >= 1 && NH >= 1 && max_bias_oc >= 0,
               "reserve_workspace: shapes must be positive, got B=", B, " T=", T, " C=", C, " NH=", NH,
               " max_bias_oc=", max_bias_oc);
-    const size_t need = (size_t)cuda::op_scratch_bytes(B, T, C, NH, max_bias_oc, fused_attention_);
+    const cuda::CudnnPlanWorkspace ws = plan_cudnn_attention(B, T, C, NH);
+    const size_t need = (size_t)cuda::op_scratch_bytes(B, T, C, NH, max_bias_oc, attention_, ws);
     if (need > scratch_bytes_) grow_scratch(need);
     reserved_ = true;
   }
@@ -242,30 +265,64 @@ class CudaBackend final : public Backend {
     cuda::gelu_matmul_backward(H(dpre), dw, dbias, H(dout), H(inp), H(pre), H(w), N, C, OC, blas_, s, stream_);
   }
 
-  void set_fused_attention(bool fused) override { fused_attention_ = fused; }
-  bool fused_attention() const override { return fused_attention_; }
+  void set_attention_path(AttentionPath path, bool automatic) override {
+#ifdef GPT_WITH_CUDNN
+    if (path == AttentionPath::cudnn && !cudnn_) cudnn_ = std::make_unique<cuda::CudnnAttention>(stream_);
+#else
+    GPT_CHECK(path != AttentionPath::cudnn, "--attention cudnn: this build has no cuDNN (use --attention fused)");
+#endif
+    attention_ = path;
+    attention_automatic_ = automatic;
+  }
+  AttentionPath attention_path() const override { return attention_; }
+  AttentionTarget attention_target() const override { return cuda_device_attention_target(device_); }
   size_t attention_state_bytes(int B, int T, int NH) const override {
-    return (size_t)(fused_attention_ ? cuda::fused_attention_state_bytes(B, T, NH) : cuda::attention_state_bytes(B, T, NH));
+    return (size_t)cuda::attention_state_bytes(attention_, B, T, NH);
   }
   void attention_forward(void* out, void* state, const void* qkv, int B, int T, int C, int NH) override {
-    if (fused_attention_) {
+    if (attention_ == AttentionPath::fused) {
       cuda::fused_attention_forward(H(out), static_cast<float*>(state), H(qkv), B, T, C, NH, stream_);
       return;
     }
+#ifdef GPT_WITH_CUDNN
+    if (attention_ == AttentionPath::cudnn) {
+      const cuda::CudnnPlanWorkspace ws = cudnn_->plan(B, T, C, NH);  // cached since reserve_workspace
+      const size_t bytes =
+          cuda::cudnn_attention_closed_form(T) ? 0 : (size_t)cuda::cudnn_attention_forward_scratch_bytes(ws);
+      void* s = scratch("attention_forward", bytes);
+      cudnn_->forward(H(out), static_cast<float*>(state), H(qkv), B, T, C, NH, s, bytes, stream_);
+      return;
+    }
+#endif
     void* s = scratch("attention_forward", cuda::attention_scratch_bytes(B, T, C, NH));
     cuda::attention_forward(H(out), H(state), H(qkv), B, T, C, NH, blas_, s, stream_);
   }
   void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const void* state,
                           int B, int T, int C, int NH) override {
-    if (fused_attention_) {
+    if (attention_ == AttentionPath::fused) {
       void* s = scratch("attention_backward", cuda::fused_attention_scratch_bytes(B, T, NH));
       cuda::fused_attention_backward(H(dqkv), H(dout), H(qkv), H(out), static_cast<const float*>(state), B, T, C,
                                      NH, s, stream_);
       return;
     }
+#ifdef GPT_WITH_CUDNN
+    if (attention_ == AttentionPath::cudnn) {
+      const cuda::CudnnPlanWorkspace ws = cudnn_->plan(B, T, C, NH);
+      const size_t bytes = cuda::cudnn_attention_closed_form(T)
+                               ? 0
+                               : (size_t)cuda::cudnn_attention_backward_scratch_bytes(B, T, C, NH, ws);
+      void* s = scratch("attention_backward", bytes);
+      cudnn_->backward(H(dqkv), H(dout), H(qkv), H(out), static_cast<const float*>(state), B, T, C, NH, s, bytes,
+                       stream_);
+      return;
+    }
+#endif
     void* s = scratch("attention_backward", cuda::attention_scratch_bytes(B, T, C, NH));
     cuda::attention_backward(H(dqkv), H(dout), H(qkv), H(out), H(state), B, T, C, NH, blas_, s, stream_);
   }
+#ifdef GPT_WITH_CUDNN
+  size_t cudnn_plan_count() const { return cudnn_ ? cudnn_->plan_count() : 0; }
+#endif
 
   void gelu_forward(void* out, const void* inp, size_t n) override {
     cuda::gelu_forward(H(out), H(inp), n, stream_);
@@ -349,6 +406,23 @@ class CudaBackend final : public Backend {
     grow_scratch(bytes);
     return scratch_;
   }
+  // The cudnn path's plans for the shape, built here so that no step builds one, and their workspace. With
+  // --attention auto, a shape cuDNN cannot plan switches to the path auto takes without cuDNN, on stderr.
+  cuda::CudnnPlanWorkspace plan_cudnn_attention(int B, int T, int C, int NH) {
+    if (attention_ != AttentionPath::cudnn) return {};
+#ifdef GPT_WITH_CUDNN
+    try {
+      return cudnn_->plan(B, T, C, NH);
+    } catch (const Error& e) {
+      if (!attention_automatic_) throw;
+      attention_ = attention_fallback_without_cudnn(C, NH);
+      std::fprintf(stderr, "warning: --attention auto: %s; using --attention %s\n", e.what(),
+                   attention_path_name(attention_));
+    }
+#endif
+    return {};
+  }
+
   // Replaces the scratch with a larger block; the free waits for the stream before the old block goes.
   void grow_scratch(size_t bytes) {
     if (scratch_) {
@@ -383,7 +457,11 @@ class CudaBackend final : public Backend {
   }
 
   int device_ = 0;
-  bool fused_attention_ = false;  // --attention fused
+  AttentionPath attention_ = AttentionPath::simple;  // --attention, resolved (src/runtime)
+  bool attention_automatic_ = false;                // resolved from auto: may fall back (plan_cudnn_attention)
+#ifdef GPT_WITH_CUDNN
+  std::unique_ptr<cuda::CudnnAttention> cudnn_;  // the cudnn path's handle and plans, made when it is chosen
+#endif
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<cuda::CopyStream> copy_stream_;  // created after cudaSetDevice, so on this device
   cuda::BlasContext blas_;
@@ -420,5 +498,39 @@ cudaStream_t cuda_compute_stream(Backend& backend) { return as_cuda(backend, "cu
 int cuda_backend_device(Backend& backend) { return as_cuda(backend, "cuda_backend_device").device(); }
 CudaMemoryCheck cuda_memory_check(Backend& backend) { return as_cuda(backend, "cuda_memory_check").memory_check(); }
 size_t cuda_gemm_plan_count(Backend& backend) { return as_cuda(backend, "cuda_gemm_plan_count").gemm_plan_count(); }
+
+size_t cuda_cudnn_plan_count(Backend& backend) {
+#ifdef GPT_WITH_CUDNN
+  return as_cuda(backend, "cuda_cudnn_plan_count").cudnn_plan_count();
+#else
+  (void)as_cuda(backend, "cuda_cudnn_plan_count");
+  return 0;
+#endif
+}
+
+long long cuda_cudnn_compiled_version() {
+#ifdef GPT_WITH_CUDNN
+  return CUDNN_VERSION;
+#else
+  return 0;
+#endif
+}
+
+std::optional<cuda::CudnnPlanWorkspace> cuda_cudnn_plan_workspace(int device, int B, int T, int C, int NH) {
+#ifdef GPT_WITH_CUDNN
+  CUDA_CHECK(cudaSetDevice(device));
+  cudaStream_t stream = nullptr;
+  CUDA_CHECK(cudaStreamCreate(&stream));
+  struct StreamGuard {
+    cudaStream_t s;
+    ~StreamGuard() { cudaStreamDestroy(s); }
+  } guard{stream};
+  cuda::CudnnAttention attention(stream);
+  return attention.plan(B, T, C, NH);
+#else
+  (void)device, (void)B, (void)T, (void)C, (void)NH;
+  return std::nullopt;
+#endif
+}
 
 }  // namespace gpt

@@ -34,5 +34,8 @@ struct CudaMemoryCheck {
 CudaMemoryCheck cuda_memory_check(Backend& backend);
 // Distinct products planned by the backend's cuBLASLt cache so far (one per shape key). Same error as above.
 size_t cuda_gemm_plan_count(Backend& backend);
+// cuDNN attention plans the backend has built so far (forward and backward of each shape count apart; 0
+// without cuDNN or before the cudnn path was chosen). Same error as above.
+size_t cuda_cudnn_plan_count(Backend& backend);
 
 }  // namespace gpt
