@@ -110,6 +110,82 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
   return s;
 }
 
+// 2. The update direction of unit u: the cosine of the cuda update against the cpu one, over the settled
+// elements (bound c_settled) and over all of them (the derived lower bound, when it is not vacuous).
+void check_unit_update(const Run& cpu, const Run& gpu, const TrainOptions& cpu_opt, const Layout& layout, int u,
+                       const std::string& attention) {
+  const OptimizerConfig& oc = cpu_opt.optim;
+  const double b1 = oc.beta1, b2 = oc.beta2, wd = oc.weight_decay;
+  const int steps = cpu_opt.steps;
+  const double rho = kRoundings / 256.0, qe = kSafety * kQ;
+  const double a = (1 - qe) / (1 + qe), b = 1 / a, c_settled = (1 - qe * qe) / (1 + qe * qe);
+  const size_t n = cpu.init[u].size();
+  std::vector<double> decay(n, 0.0);  // wd of each element's tensor
+  for (const TensorSpec& t : layout.unit(u).tensors)
+    for (int64_t i = 0; i < t.numel; i++) decay[t.offset + i] = t.weight_decay ? wd : 0.0;
+  // F (a) and D (d) for each of the two decay classes (0 or wd), then per element
+  auto decay_terms = [&](double w, double& F, double& Dmax) {
+    F = 1, Dmax = 0;
+    for (int t = steps - 1; t >= 0; t--) {  // F_t = the product over later steps, built from the end
+      const int step = t + 1;
+      double geo = 0;
+      for (int k = 0; k < step; k++) geo += std::pow(b1 * b1 / b2, k);
+      const double R = (1 - b1) / (1 - std::pow(b1, step)) * std::sqrt((1 - std::pow(b2, step)) / (1 - b2)) * std::sqrt(geo);
+      Dmax += cpu.lrs[t] * F * R;
+      F *= 1 - cpu.lrs[t] * w;
+    }
+  };
+  double F0, D0, Fw, Dw;
+  decay_terms(0.0, F0, D0);
+  decay_terms(wd, Fw, Dw);
+  std::vector<double> A_cpu(n), A_gpu(n), D(n);
+  for (size_t i = 0; i < n; i++) {
+    const double F = decay[i] > 0 ? Fw : F0;
+    D[i] = decay[i] > 0 ? Dw : D0;
+    A_cpu[i] = F * cpu.init[u][i] - cpu.final[u][i];
+    A_gpu[i] = F * gpu.init[u][i] - gpu.final[u][i];
+  }
+  // settled elements (c)
+  std::vector<double> rms(steps);
+  for (int t = 0; t < steps; t++) {
+    double ss = 0;
+    for (float g : cpu.grads[t][u]) ss += double(g) * g;
+    rms[t] = std::sqrt(ss / n);
+  }
+  std::vector<double> sc, sg;  // settled A, cpu and cuda
+  double an2 = 0, Dn2 = 0;     // |A_n|^2 of the rest and sum of D^2 over it
+  size_t settled = 0;
+  for (size_t i = 0; i < n; i++) {
+    bool ok = true;
+    const double sign = cpu.grads[0][u][i] >= 0 ? 1 : -1;
+    for (int t = 0; t < steps && ok; t++) {
+      const double g = cpu.grads[t][u][i];
+      ok = g * sign > 0 && std::fabs(g) >= rho * rms[t] / kQ;
+    }
+    if (ok) {
+      sc.push_back(A_cpu[i]), sg.push_back(A_gpu[i]), settled++;
+    } else {
+      an2 += A_cpu[i] * A_cpu[i], Dn2 += D[i] * D[i];
+    }
+  }
+  const std::string name = attention + " unit " + layout.unit(u).name;
+  const double all_cos = dot(A_gpu, A_cpu) / std::sqrt(dot(A_gpu, A_gpu) * dot(A_cpu, A_cpu));
+  std::printf("[  update  ] %s: %zu of %zu elements settled, cosine all %.4f", name.c_str(), settled, n, all_cos);
+  if (settled > 0) {
+    const double s_cos = dot(sg, sc) / std::sqrt(dot(sg, sg) * dot(sc, sc));
+    std::printf(", settled %.4f (bound %.4f)", s_cos, c_settled);
+    EXPECT_GE(s_cos, c_settled) << name << ": the settled elements' updates point elsewhere on cuda";
+    const double as2 = dot(sc, sc);
+    const double lower =
+        (c_settled * a * as2 - std::sqrt(Dn2) * std::sqrt(an2)) / (std::sqrt(b * b * as2 + Dn2) * std::sqrt(dot(A_cpu, A_cpu)));
+    std::printf(", all-element bound %.4f%s", lower, lower > 0 ? "" : " (vacuous)");
+    if (lower > 0) {
+      EXPECT_GE(all_cos, lower) << name;
+    }
+  }
+  std::printf("\n");
+}
+
 void check_cuda_matches_cpu(const std::string& attention) {
   if (!gpt::cuda_available()) GTEST_SKIP() << "no CUDA GPU visible";
   const std::string dir = scratch_dir();
@@ -126,80 +202,8 @@ void check_cuda_matches_cpu(const std::string& attention) {
   ASSERT_EQ(gpu.init, cpu.init) << "both runs must start from the same fp32 master weights";
   ASSERT_EQ(gpu.lrs, cpu.lrs);
 
-  // 2. update directions
-  const OptimizerConfig& oc = cpu_opt.optim;
-  const double b1 = oc.beta1, b2 = oc.beta2, wd = oc.weight_decay;
-  const int steps = cpu_opt.steps;
-  const double rho = kRoundings / 256.0, qe = kSafety * kQ;
-  const double a = (1 - qe) / (1 + qe), b = 1 / a, c_settled = (1 - qe * qe) / (1 + qe * qe);
   const Layout layout(cpu_opt.model);
-  for (int u = 0; u < layout.num_units(); u++) {
-    const size_t n = cpu.init[u].size();
-    std::vector<double> decay(n, 0.0);  // wd of each element's tensor
-    for (const TensorSpec& t : layout.unit(u).tensors)
-      for (int64_t i = 0; i < t.numel; i++) decay[t.offset + i] = t.weight_decay ? wd : 0.0;
-    // F (a) and D (d) for each of the two decay classes (0 or wd), then per element
-    auto decay_terms = [&](double w, double& F, double& Dmax) {
-      F = 1, Dmax = 0;
-      for (int t = steps - 1; t >= 0; t--) {  // F_t = the product over later steps, built from the end
-        const int step = t + 1;
-        double geo = 0;
-        for (int k = 0; k < step; k++) geo += std::pow(b1 * b1 / b2, k);
-        const double R = (1 - b1) / (1 - std::pow(b1, step)) * std::sqrt((1 - std::pow(b2, step)) / (1 - b2)) * std::sqrt(geo);
-        Dmax += cpu.lrs[t] * F * R;
-        F *= 1 - cpu.lrs[t] * w;
-      }
-    };
-    double F0, D0, Fw, Dw;
-    decay_terms(0.0, F0, D0);
-    decay_terms(wd, Fw, Dw);
-    std::vector<double> A_cpu(n), A_gpu(n), D(n);
-    for (size_t i = 0; i < n; i++) {
-      const double F = decay[i] > 0 ? Fw : F0;
-      D[i] = decay[i] > 0 ? Dw : D0;
-      A_cpu[i] = F * cpu.init[u][i] - cpu.final[u][i];
-      A_gpu[i] = F * gpu.init[u][i] - gpu.final[u][i];
-    }
-    // settled elements (c)
-    std::vector<double> rms(steps);
-    for (int t = 0; t < steps; t++) {
-      double ss = 0;
-      for (float g : cpu.grads[t][u]) ss += double(g) * g;
-      rms[t] = std::sqrt(ss / n);
-    }
-    std::vector<double> sc, sg;  // settled A, cpu and cuda
-    double an2 = 0, Dn2 = 0;     // |A_n|^2 of the rest and sum of D^2 over it
-    size_t settled = 0;
-    for (size_t i = 0; i < n; i++) {
-      bool ok = true;
-      const double sign = cpu.grads[0][u][i] >= 0 ? 1 : -1;
-      for (int t = 0; t < steps && ok; t++) {
-        const double g = cpu.grads[t][u][i];
-        ok = g * sign > 0 && std::fabs(g) >= rho * rms[t] / kQ;
-      }
-      if (ok) {
-        sc.push_back(A_cpu[i]), sg.push_back(A_gpu[i]), settled++;
-      } else {
-        an2 += A_cpu[i] * A_cpu[i], Dn2 += D[i] * D[i];
-      }
-    }
-    const std::string name = attention + " unit " + layout.unit(u).name;
-    const double all_cos = dot(A_gpu, A_cpu) / std::sqrt(dot(A_gpu, A_gpu) * dot(A_cpu, A_cpu));
-    std::printf("[  update  ] %s: %zu of %zu elements settled, cosine all %.4f", name.c_str(), settled, n, all_cos);
-    if (settled > 0) {
-      const double s_cos = dot(sg, sc) / std::sqrt(dot(sg, sg) * dot(sc, sc));
-      std::printf(", settled %.4f (bound %.4f)", s_cos, c_settled);
-      EXPECT_GE(s_cos, c_settled) << name << ": the settled elements' updates point elsewhere on cuda";
-      const double as2 = dot(sc, sc);
-      const double lower =
-          (c_settled * a * as2 - std::sqrt(Dn2) * std::sqrt(an2)) / (std::sqrt(b * b * as2 + Dn2) * std::sqrt(dot(A_cpu, A_cpu)));
-      std::printf(", all-element bound %.4f%s", lower, lower > 0 ? "" : " (vacuous)");
-      if (lower > 0) {
-        EXPECT_GE(all_cos, lower) << name;
-      }
-    }
-    std::printf("\n");
-  }
+  for (int u = 0; u < layout.num_units(); u++) check_unit_update(cpu, gpu, cpu_opt, layout, u, attention);
 }
 
 TEST(CudaTraining, D2TenStepsMatchCpuSimpleAttention) { check_cuda_matches_cpu("simple"); }
