@@ -257,11 +257,12 @@ ComputeProfile measure_compute(Communicator& world, bool quick, int threads) {
   return p;
 }
 
-// time = latency * steps + bytes / bandwidth, least squares on relative error; both kept >= 0.
+// time = latency * steps + bytes / bandwidth, least squares weighted by 1/t (between absolute error, where
+// the largest transfers would decide alone, and relative error, where the smallest would); both kept >= 0.
 Link fit_link(const std::vector<double>& steps, const std::vector<double>& bytes, const std::vector<double>& t) {
   double a11 = 0, a12 = 0, a22 = 0, b1 = 0, b2 = 0;
   for (size_t i = 0; i < t.size(); i++) {
-    const double w = 1 / (t[i] * t[i]);
+    const double w = 1 / t[i];
     a11 += w * steps[i] * steps[i];
     a12 += w * steps[i] * bytes[i];
     a22 += w * bytes[i] * bytes[i];
@@ -289,7 +290,7 @@ MeasuredNetwork measure_network(Communicator& world, bool quick, std::string* ra
   const int N = world.world();
   m.ranks = N;
   const std::vector<size_t> counts = quick ? std::vector<size_t>{1024, 262144}
-                                           : std::vector<size_t>{256, 32768, 262144, 1048576, 4194304};
+                                           : std::vector<size_t>{256, 65536, 1048576, 4194304, 16777216};
   const int reps = quick ? 2 : 5;
   Link* out[3] = {&m.links.all_gather, &m.links.reduce_scatter, &m.links.all_reduce};
   const CollKind kinds[3] = {CollKind::all_gather, CollKind::reduce_scatter, CollKind::all_reduce};
