@@ -19,7 +19,7 @@ inline int64_t attention_state_bytes(int64_t B, int64_t T, int64_t NH) { return 
 }  // namespace cpu
 
 namespace cuda {
-constexpr int kLayernormChunks = 64;   // row chunks of layernorm's dw/db reduction (fixed: deterministic)
+constexpr int kLayernormBlocks = 128;  // most row ranges (blocks) of layernorm backward's dw/db partials
 constexpr int kBiasGradChunks = 64;    // row chunks of matmul's bias-gradient reduction (fixed: deterministic)
 constexpr int kSumSquaresBlocks = 512; // partial sums of sum_squares
 constexpr int64_t kCublasWorkspaceBytes = int64_t{32} << 20;  // the cuBLASLt workspace, one per backend
@@ -28,10 +28,14 @@ constexpr int64_t kCublasWorkspaceBytes = int64_t{32} << 20;  // the cuBLASLt wo
 // and vector loads.
 inline int64_t round_up_256(int64_t bytes) { return bytes > INT64_MAX - 255 ? INT64_MAX : (bytes + 255) & ~int64_t{255}; }
 
-// layernorm_backward: per-chunk partial dw and db, (2, kLayernormChunks, C) fp32.
-inline int64_t layernorm_backward_scratch_bytes(int64_t C) { return sat_mul({2, kLayernormChunks, C, 4}); }
+// layernorm_backward(_residual): per-block partial dw and db, (kLayernormBlocks, 2, C) fp32 (no larger than
+// the fc bias-gradient partials, kBiasGradChunks x 4C).
+inline int64_t layernorm_backward_scratch_bytes(int64_t C) { return sat_mul({kLayernormBlocks, 2, C, 4}); }
 // matmul_backward with a bias: per-chunk partial dbias, (kBiasGradChunks, OC) fp32.
 inline int64_t matmul_backward_scratch_bytes(int64_t OC) { return sat_mul({kBiasGradChunks, OC, 4}); }
+// encoder_backward over N = B*T positions: the (token, position) order and each token's group start and size,
+// three (N) int32 arrays, each rounded up to 256 bytes.
+inline int64_t encoder_backward_scratch_bytes(int64_t N) { return sat_mul({3, round_up_256(sat_mul({N, 4}))}); }
 // sum_squares: kSumSquaresBlocks partials and the result, fp64.
 inline int64_t sum_squares_scratch_bytes() { return (kSumSquaresBlocks + 1) * 8; }
 
@@ -49,10 +53,11 @@ inline int64_t fused_attention_scratch_bytes(int64_t B, int64_t T, int64_t NH) {
 
 // The one scratch block the CUDA backend reserves before step 1 for a model's ops at micro-batch (B, T):
 // the largest request among layernorm backward over C, the bias gradient of up to max_bias_oc outputs,
-// attention on the chosen path, and sum_squares.
+// attention on the chosen path, the embedding backward over B*T positions, and sum_squares.
 inline int64_t op_scratch_bytes(int64_t B, int64_t T, int64_t C, int64_t NH, int64_t max_bias_oc, bool fused) {
   int64_t need = sum_squares_scratch_bytes();
   need = std::max(need, layernorm_backward_scratch_bytes(C));
+  need = std::max(need, encoder_backward_scratch_bytes(sat_mul({B, T})));
   if (max_bias_oc > 0) need = std::max(need, matmul_backward_scratch_bytes(max_bias_oc));
   need = std::max(need, fused ? fused_attention_scratch_bytes(B, T, NH) : attention_scratch_bytes(B, T, C, NH));
   return need;

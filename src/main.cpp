@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "src/cli/commands.h"
@@ -61,6 +62,12 @@ int main(int argc, char** argv) {
     else gpt::fail("unknown command '", cmd, "' (commands: train eval sample tokenize bench export import memplan; see gpt --help)");
   } catch (const gpt::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
+    std::fflush(stderr);
+    if (world && world->world() > 1) world->abort(1);
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "error: %s: out of host memory (an allocation outside the memory ledger failed; gpt memplan "
+                         "shows what a run needs)\n", cmd.c_str());
     std::fflush(stderr);
     if (world && world->world() > 1) world->abort(1);
     return 1;

@@ -2,7 +2,9 @@
 // never enter the softmax). Forward: loss = log(sum_j exp(l_j - max)) + max - l_target.
 // Backward is fused with forward and works in place: exp(l_j - max) is written over the logits while summing,
 // then scaled to dloss * (p_j - [j == target]); the padding columns become exactly 0. No separate softmax
-// buffer is ever stored, so the (N, Vp) logits buffer is the only big allocation.
+// buffer is ever stored, so the (N, Vp) logits buffer is the only big allocation. In training the backward is
+// the only classifier pass: it also adds the micro-batch's summed loss to a running (double) total, which the
+// trainer reads once per step.
 #include <algorithm>
 #include <cmath>
 
@@ -41,8 +43,8 @@ void classifier_forward(float* losses, const float* logits, const int* targets, 
   }
 }
 
-void classifier_backward(float* logits_to_dlogits, float* losses, const int* targets, float dloss, int N, int V,
-                         int Vp) {
+void classifier_backward(float* logits_to_dlogits, float* losses, double* loss_sum, const int* targets, float dloss,
+                         int N, int V, int Vp) {
   check_targets(targets, N, V);
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; i++) {
@@ -62,6 +64,11 @@ void classifier_backward(float* logits_to_dlogits, float* losses, const int* tar
     for (int j = 0; j < V; j++) l[j] *= k;
     l[targets[i]] -= dloss;
     std::fill(l + V, l + Vp, 0.0f);
+  }
+  if (loss_sum) {
+    double s = 0.0;
+    for (int i = 0; i < N; i++) s += losses[i];  // row order: the same sum for any thread count
+    *loss_sum += s;
   }
 }
 

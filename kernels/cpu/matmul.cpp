@@ -4,7 +4,8 @@
 // rows into `out` and call sgemm with beta = 1 (same number of passes over `out` as a bias-less sgemm).
 // Backward: dinp = dout @ w (overwrite), dw += dout^T @ inp (beta = 1), dbias += column sums of dout,
 // taken by threads that each own a block of columns and walk the rows in order (cache-friendly, and the
-// sum order does not depend on the thread count).
+// sum order does not depend on the thread count). gelu_matmul_backward is matmul_backward followed by the
+// GELU's backward in place on dinp (the pair the model ran before, so the results are bit-identical).
 #include <cblas.h>
 
 #include <algorithm>
@@ -59,6 +60,12 @@ void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, co
   }
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
   if (dbias) bias_backward(dbias, dout, N, OC);
+}
+
+void gelu_matmul_backward(float* dpre, float* dw, float* dbias, const float* dout, const float* inp, const float* pre,
+                          const float* w, int N, int C, int OC) {
+  matmul_backward(dpre, dw, dbias, dout, inp, w, N, C, OC);
+  gelu_backward(dpre, pre, dpre, static_cast<size_t>(N) * C);  // in place: element i reads dout[i], writes dinp[i]
 }
 
 }  // namespace gpt::cpu

@@ -38,6 +38,16 @@ void layernorm_forward(float* out /*(N,C)*/, float* mean /*(N)*/, float* rstd /*
 void layernorm_backward(float* dinp /*(N,C) =*/, float* dw /*(C) +=*/, float* db /*(C) +=*/,
                         const float* dout /*(N,C)*/, const float* inp /*(N,C)*/, const float* w /*(C)*/,
                         const float* mean /*(N)*/, const float* rstd /*(N)*/, int N, int C);
+// res = a + b, then out = layernorm(res): residual_forward followed by layernorm_forward, row by row, with
+// results bit-identical to that pair.
+void residual_layernorm_forward(float* res /*(N,C)*/, float* out /*(N,C)*/, float* mean /*(N)*/, float* rstd /*(N)*/,
+                                const float* a /*(N,C)*/, const float* b /*(N,C)*/, const float* w /*(C)*/,
+                                const float* bias /*(C)*/, int N, int C);
+// dres += the layernorm's input gradient: layernorm_backward then residual_backward, bit-identical to that
+// pair, without the (N,C) dinp buffer. dw, db as layernorm_backward.
+void layernorm_backward_residual(float* dres /*(N,C) +=*/, float* dw /*(C) +=*/, float* db /*(C) +=*/,
+                                 const float* dout /*(N,C)*/, const float* inp /*(N,C)*/, const float* w /*(C)*/,
+                                 const float* mean /*(N)*/, const float* rstd /*(N)*/, int N, int C);
 
 // ---- matmul: out = inp @ w^T + bias -------------------------------------------------------------
 void matmul_forward(float* out /*(N,OC)*/, const float* inp /*(N,C)*/, const float* w /*(OC,C)*/,
@@ -48,6 +58,12 @@ void matmul_gelu_forward(float* out /*(N,OC)*/, float* pre /*(N,OC)*/, const flo
 void matmul_backward(float* dinp /*(N,C) = or null*/, float* dw /*(OC,C) +=*/, float* dbias /*(OC) += or null*/,
                      const float* dout /*(N,OC)*/, const float* inp /*(N,C)*/, const float* w /*(OC,C)*/, int N,
                      int C, int OC);
+// Backward of the layer after a GELU, out = gelu(pre) @ w^T + bias, through the GELU: dpre = gelu'(pre) *
+// (dout @ w), dw += dout^T @ gelu(pre), dbias += column sums of dout. matmul_backward then gelu_backward in
+// place, bit-identical to that pair (the GPU puts the GELU derivative in the product's epilogue).
+void gelu_matmul_backward(float* dpre /*(N,C) =*/, float* dw /*(OC,C) +=*/, float* dbias /*(OC) += or null*/,
+                          const float* dout /*(N,OC)*/, const float* inp /*(N,C) = gelu(pre)*/,
+                          const float* pre /*(N,C)*/, const float* w /*(OC,C)*/, int N, int C, int OC);
 
 // ---- causal self-attention on packed qkv; the state is the softmax probabilities -----------------
 void attention_forward(float* out /*(B,T,C)*/, float* att /*(B,NH,T,T)*/, const float* qkv /*(B,T,3C)*/,
@@ -58,6 +74,7 @@ void attention_backward(float* dqkv /*(B,T,3C) =*/, const float* dout /*(B,T,C)*
 
 // ---- GELU, tanh approximation -------------------------------------------------------------------
 void gelu_forward(float* out /*(n)*/, const float* inp /*(n)*/, size_t n);
+// dinp may be dout itself (in place).
 void gelu_backward(float* dinp /*(n) =*/, const float* inp /*(n)*/, const float* dout /*(n)*/, size_t n);
 
 // ---- residual: out = a + b; backward dstream += dbranch --------------------------------------------
@@ -67,7 +84,9 @@ void residual_backward(float* dstream /*(n) +=*/, const float* dbranch /*(n)*/, 
 // ---- classifier: softmax cross-entropy over the first V of Vp columns ------------------------------
 void classifier_forward(float* losses /*(N)*/, const float* logits /*(N,Vp)*/, const int* targets /*(N)*/,
                         int N, int V, int Vp);
-void classifier_backward(float* logits_to_dlogits /*(N,Vp)*/, float* losses /*(N)*/,
+// The training pass: losses and dlogits in place in one pass, and, when loss_sum is not null, the N losses
+// summed in double in row order and added to *loss_sum.
+void classifier_backward(float* logits_to_dlogits /*(N,Vp)*/, float* losses /*(N)*/, double* loss_sum /*(1) +=*/,
                          const int* targets /*(N)*/, float dloss, int N, int V, int Vp);
 
 // ---- optimizer and reductions on fp32 buffers (also used on host shards by the CUDA backend) -------

@@ -1,67 +1,176 @@
 // Softmax + cross-entropy over the first V of Vp logits on the GPU (twin of kernels/cpu/classifier.cpp).
-// One block per row. A single pass keeps an online (max, sum of exp(x - max)) per thread, merged across the
-// block, so the softmax is never materialised:
-//   loss = log(sum) + max - x[target]
-// Backward (fused) writes dlogits = dloss * (softmax - onehot(target)) over the logits in place, zero in the
-// padded columns [V, Vp). x[target] is read before any thread overwrites its row.
+//
+// One block of 1024 threads per row, three passes over the row, all from registers when the row fits:
+//   A  each thread loads its 16-byte vectors of the row (8 logits each: columns 8(k*1024 + tid) ..,
+//      k < kCached) into registers and takes their max over the columns below V; block max M.
+//   B  S = sum over j < V of exp(x_j - M) (as exp2f((x_j - M) * log2 e)); block sum in a fixed order.
+//      loss = log(S) + M - x[target].
+//   C  (backward only) dlogits_j = dloss * (exp(x_j - M) / S - [j == target]) written over the logits as
+//      16-byte vectors; 0 in the padded columns [V, Vp).
+// With kCached = 7 a row of up to 7 * 1024 * 8 = 57344 columns (GPT-2's Vp = 50304) is read from memory once
+// and, in backward, written once: the training pass moves 2 * N * Vp * 2 bytes. Columns beyond the cached
+// ones are re-read from memory in each pass. The block reductions (warp shuffles, then the 32 warp values in
+// order) are deterministic. x[target] is read by thread 0 before the first barrier, so before any write.
+// Rows that are not 16-byte aligned (Vp % 8 != 0, or an unaligned buffer) take the same passes one element
+// at a time without the register cache.
+//
+// The loss total: classifier_backward's second, small kernel (one block) adds the N losses in double in a
+// fixed order (thread i takes rows i, i + 1024, ...; then the warps' sums in order) to *loss_sum, so a
+// trainer keeps its step's loss on the device and reads it once per step.
+//
+// What only a GPU can check: the register count (-Xptxas -v must show no spills at 1024 threads: the
+// launch bound caps a thread at 64 registers, 28 of them the cache) and the bandwidth the pass reaches.
 #include "kernels/cuda/ops.cuh"
 
 namespace gpt::cuda {
 namespace {
 
-constexpr int kThreads = 512;
+constexpr int kThreads = 1024;
+constexpr int kWarps = kThreads / kWarp;
+constexpr int kCached = 7;  // 16-byte vectors per thread kept in registers
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kSumThreads = 1024;
 
-// Merges the partial (max, sum) of another range into (m, s); an empty range is (-inf, 0).
-__device__ __forceinline__ void merge_max_sum(float& m, float& s, float m2, float s2) {
-  const float M = fmaxf(m, m2);
-  if (M == -INFINITY) return;  // both empty
-  s = s * expf(m - M) + s2 * expf(m2 - M);
-  m = M;
+__device__ __forceinline__ float exp_shifted(float x, float M) { return exp2f((x - M) * kLog2e); }
+
+// Block-wide max and sum: every thread gets the same value (warp shuffles, then all warps' values in order).
+__device__ float block_max(float v, float* s) {
+  v = warp_max(v);
+  if (threadIdx.x % kWarp == 0) s[threadIdx.x / kWarp] = v;
+  __syncthreads();
+  float m = -INFINITY;
+  for (int w = 0; w < kWarps; w++) m = fmaxf(m, s[w]);
+  __syncthreads();  // s is reused by the next reduction
+  return m;
+}
+__device__ float block_sum(float v, float* s) {
+  v = warp_sum(v);
+  if (threadIdx.x % kWarp == 0) s[threadIdx.x / kWarp] = v;
+  __syncthreads();
+  float t = 0.0f;
+  for (int w = 0; w < kWarps; w++) t += s[w];
+  __syncthreads();
+  return t;
 }
 
-template <bool kBackward>
+// The vector of 8 bf16 as raw bits, and its element k as fp32.
+__device__ __forceinline__ float elem(const uint4& u, int k) {
+  const __nv_bfloat162 h = reinterpret_cast<const __nv_bfloat162*>(&u)[k / 2];
+  return k % 2 == 0 ? __low2float(h) : __high2float(h);
+}
+
+template <bool kBackward, bool kVecPath>
 __global__ void __launch_bounds__(kThreads)
     classifier_kernel(float* losses, bf16* logits, const int* targets, float dloss, int V, int Vp) {
-  __shared__ float sm[kThreads / kWarp], ss[kThreads / kWarp];
+  __shared__ float red[kWarps];
   __shared__ float s_target_logit;
+  const int tid = threadIdx.x;
   const size_t row = blockIdx.x;
   bf16* x = logits + row * Vp;
   const int target = targets[row];
   const bool valid = target >= 0 && target < V;
-  if (threadIdx.x == 0) s_target_logit = valid ? to_f32(x[target]) : NAN;
+  if (tid == 0) s_target_logit = valid ? to_f32(x[target]) : NAN;  // before any write (barriers below)
 
-  float m = -INFINITY, s = 0.0f;
-  for (int j = threadIdx.x; j < V; j += kThreads) {
-    const float v = to_f32(x[j]);
-    if (v > m) {
-      s = s * expf(m - v) + 1.0f;  // first element: 0 * exp(-inf) + 1
-      m = v;
-    } else {
-      s += expf(v - m);
+  if constexpr (kVecPath) {
+    const int nvec = Vp / kVec;
+    uint4 cache[kCached];
+    float m = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < kCached; k++) {
+      const int v = k * kThreads + tid;
+      if (v < nvec) {
+        cache[k] = reinterpret_cast<const uint4*>(x)[v];
+#pragma unroll
+        for (int e = 0; e < kVec; e++)
+          if (v * kVec + e < V) m = fmaxf(m, elem(cache[k], e));
+      }
+    }
+    for (int v = kCached * kThreads + tid; v < nvec; v += kThreads) {  // beyond the cache (Vp > 57344)
+      const uint4 u = reinterpret_cast<const uint4*>(x)[v];
+#pragma unroll
+      for (int e = 0; e < kVec; e++)
+        if (v * kVec + e < V) m = fmaxf(m, elem(u, e));
+    }
+    const float M = block_max(m, red);
+
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kCached; k++) {
+      const int v = k * kThreads + tid;
+      if (v < nvec) {
+#pragma unroll
+        for (int e = 0; e < kVec; e++)
+          if (v * kVec + e < V) s += exp_shifted(elem(cache[k], e), M);
+      }
+    }
+    for (int v = kCached * kThreads + tid; v < nvec; v += kThreads) {
+      const uint4 u = reinterpret_cast<const uint4*>(x)[v];
+#pragma unroll
+      for (int e = 0; e < kVec; e++)
+        if (v * kVec + e < V) s += exp_shifted(elem(u, e), M);
+    }
+    const float S = block_sum(s, red);
+    if (tid == 0) losses[row] = logf(S) + M - s_target_logit;  // a bad target gives a NaN loss
+    if constexpr (kBackward) {
+      const float inv = 1.0f / S;
+      auto grad_vector = [&](const uint4& u, int v) {
+        float g[kVec];
+#pragma unroll
+        for (int e = 0; e < kVec; e++) {
+          const int j = v * kVec + e;
+          g[e] = j < V ? (exp_shifted(elem(u, e), M) * inv - (j == target ? 1.0f : 0.0f)) * dloss : 0.0f;
+        }
+        store8(x + static_cast<size_t>(v) * kVec, g);
+      };
+#pragma unroll
+      for (int k = 0; k < kCached; k++) {
+        const int v = k * kThreads + tid;
+        if (v < nvec) grad_vector(cache[k], v);
+      }
+      for (int v = kCached * kThreads + tid; v < nvec; v += kThreads)
+        grad_vector(reinterpret_cast<const uint4*>(x)[v], v);
+    }
+  } else {
+    float m = -INFINITY;
+    for (int j = tid; j < V; j += kThreads) m = fmaxf(m, to_f32(x[j]));
+    const float M = block_max(m, red);
+    float s = 0.0f;
+    for (int j = tid; j < V; j += kThreads) s += exp_shifted(to_f32(x[j]), M);
+    const float S = block_sum(s, red);
+    if (tid == 0) losses[row] = logf(S) + M - s_target_logit;
+    if constexpr (kBackward) {
+      const float inv = 1.0f / S;
+      for (int j = tid; j < Vp; j += kThreads) {
+        const float g = j < V ? (exp_shifted(to_f32(x[j]), M) * inv - (j == target ? 1.0f : 0.0f)) * dloss : 0.0f;
+        x[j] = to_bf16(g);
+      }
     }
   }
-  for (int o = kWarp / 2; o > 0; o /= 2) {
-    const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
-    const float s2 = __shfl_xor_sync(0xffffffffu, s, o);
-    merge_max_sum(m, s, m2, s2);
+}
+
+// *loss_sum += sum of losses[0..N), in double: thread i adds rows i, i + kSumThreads, ... in order, then
+// the warps' sums are added in order by thread 0. One block: the order never depends on the GPU.
+__global__ void __launch_bounds__(kSumThreads) loss_sum_kernel(double* loss_sum, const float* losses, int N) {
+  __shared__ double s[kSumThreads / kWarp];
+  double t = 0.0;
+  for (int i = threadIdx.x; i < N; i += kSumThreads) t += static_cast<double>(losses[i]);
+  t = warp_sum(t);
+  if (threadIdx.x % kWarp == 0) s[threadIdx.x / kWarp] = t;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0.0;
+    for (int w = 0; w < kSumThreads / kWarp; w++) total += s[w];
+    *loss_sum += total;
   }
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  if (lane == 0) {
-    sm[warp] = m;
-    ss[warp] = s;
-  }
-  __syncthreads();  // also orders the read of x[target] before any write below
-  float row_max = -INFINITY, row_sum = 0.0f;  // every thread merges the warps in the same order
-  for (int w = 0; w < kThreads / kWarp; w++) merge_max_sum(row_max, row_sum, sm[w], ss[w]);
-  // A bad target gives a NaN loss.
-  if (threadIdx.x == 0) losses[row] = logf(row_sum) + row_max - s_target_logit;
-  if (!kBackward) return;
-  const float inv = 1.0f / row_sum;
-  for (int j = threadIdx.x; j < Vp; j += kThreads) {
-    float g = 0.0f;
-    if (j < V) g = (expf(to_f32(x[j]) - row_max) * inv - (j == target ? 1.0f : 0.0f)) * dloss;
-    x[j] = to_bf16(g);
-  }
+}
+
+template <bool kBackward>
+void launch(float* losses, bf16* logits, const int* targets, float dloss, int N, int V, int Vp, cudaStream_t stream) {
+  if (Vp % kVec == 0 && aligned16(logits))
+    classifier_kernel<kBackward, true><<<N, kThreads, 0, stream>>>(losses, logits, targets, dloss, V, Vp);
+  else
+    classifier_kernel<kBackward, false><<<N, kThreads, 0, stream>>>(losses, logits, targets, dloss, V, Vp);
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -71,16 +180,18 @@ void classifier_forward(float* losses, const bf16* logits, const int* targets, i
   GPT_CHECK(V > 0 && V <= Vp, "cuda classifier: expected 0 < V <= Vp, got V=", V, " Vp=", Vp);
   if (N == 0) return;
   // The forward instance never writes the logits.
-  classifier_kernel<false><<<N, kThreads, 0, stream>>>(losses, const_cast<bf16*>(logits), targets, 0.0f, V, Vp);
-  CUDA_CHECK_LAUNCH();
+  launch<false>(losses, const_cast<bf16*>(logits), targets, 0.0f, N, V, Vp, stream);
 }
 
-void classifier_backward(bf16* logits_to_dlogits, float* losses, const int* targets, float dloss, int N, int V,
-                         int Vp, cudaStream_t stream) {
+void classifier_backward(bf16* logits_to_dlogits, float* losses, double* loss_sum, const int* targets, float dloss,
+                         int N, int V, int Vp, cudaStream_t stream) {
   GPT_CHECK(V > 0 && V <= Vp, "cuda classifier: expected 0 < V <= Vp, got V=", V, " Vp=", Vp);
   if (N == 0) return;
-  classifier_kernel<true><<<N, kThreads, 0, stream>>>(losses, logits_to_dlogits, targets, dloss, V, Vp);
-  CUDA_CHECK_LAUNCH();
+  launch<true>(losses, logits_to_dlogits, targets, dloss, N, V, Vp, stream);
+  if (loss_sum) {
+    loss_sum_kernel<<<1, kSumThreads, 0, stream>>>(loss_sum, losses, N);
+    CUDA_CHECK_LAUNCH();
+  }
 }
 
 }  // namespace gpt::cuda

@@ -1,45 +1,164 @@
 // Token + position embedding on the GPU (twin of kernels/cpu/encoder.cpp).
-// Forward: out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:], summed in fp32, rounded once to bf16.
-// Backward: dwpe[t,:] += sum_b dout[b,t,:] is one thread per (t,c) looping over b in order
-// (deterministic); dwte[tok,:] += dout[b,t,:] uses fp32 atomics because several positions may carry the
-// same token. Atomic order varies between runs, so dwte is reproducible only to fp32 rounding
-// (|difference| <= (B*T) * 2^-24 * sum of |terms| per element).
+//
+// Forward: out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:], summed in fp32, rounded once to bf16; 8 channels per
+// thread with 16-byte accesses when C % 8 == 0 and the buffers are aligned, else one channel per thread.
+//
+// Backward, deterministic (no floating-point atomics), so a run repeats bit for bit:
+//  - dwpe[t,:] += sum over b of dout[b,t,:], one thread per (t, 8 channels) adding b = 0..B-1 in order.
+//  - dwte: the N = B*T positions are grouped by token with a counting sort that has no atomics at all.
+//    Kernel 1 (token_rank_kernel) gives position i its slot in the order of (token, position):
+//      slot(i) = #{j : tok_j < tok_i} + #{j < i : tok_j == tok_i},
+//    counted over all j (tokens staged through shared memory a tile at a time; integer counts, so any
+//    split of the work gives the same answer). order[slot(i)] = i puts each token's positions together,
+//    ascending. The first position of each token (the head) also records where its group starts and how
+//    many positions it holds. This costs N^2 integer comparisons: about 270 million at B*T = 16384, a few
+//    tens of microseconds on an H100-class GPU, against a micro-step of tens of milliseconds; it grows
+//    quadratically with B*T (the host could build the same groups from its copy of the tokens instead).
+//    Kernel 2 (wte_backward_kernel) runs one block per position; the blocks of heads sum their group's
+//    dout rows in position order (fp32, 8 channels per thread) and add the sum into their token's row of
+//    dwte, which no other block touches. Positions that are not heads return at once.
+// Scratch: order, head_start, head_count, N ints each (encoder_backward_scratch_bytes, kernels/sizes.h).
+//
+// What only a GPU can check: the time of the rank kernel at the real B*T, and the load balance of kernel 2
+// (one block sums all rows of a frequent token: a few hundred rows in GPT-2 text at B*T = 16384).
+#include <algorithm>
+#include <climits>
+
 #include "kernels/cuda/ops.cuh"
 
 namespace gpt::cuda {
 namespace {
 
-__global__ void encoder_forward_kernel(bf16* out, const int* tokens, const bf16* wte, const bf16* wpe, int T,
-                                       int C, size_t total) {
+constexpr int kRankThreads = 128;  // positions per block in the rank kernel, and the tile of tokens
+
+template <bool kVecPath>
+__global__ void encoder_forward_kernel(bf16* out, const int* tokens, const bf16* wte, const bf16* wpe, int T, int C,
+                                       size_t total /* N*C, or N*C/8 vectors */) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const size_t bt = i / C;  // row in (B*T)
-    const int c = static_cast<int>(i % C);
-    const int t = static_cast<int>(bt % T);
-    const size_t tok = static_cast<size_t>(tokens[bt]);
-    out[i] = to_bf16(to_f32(wte[tok * C + c]) + to_f32(wpe[static_cast<size_t>(t) * C + c]));
+    if constexpr (kVecPath) {
+      const size_t C8 = C / kVec, bt = i / C8, c = (i % C8) * kVec;
+      const int t = static_cast<int>(bt % T);
+      const size_t tok = static_cast<size_t>(tokens[bt]);
+      float e[kVec], p[kVec];
+      load8(e, wte + tok * C + c);
+      load8(p, wpe + static_cast<size_t>(t) * C + c);
+#pragma unroll
+      for (int k = 0; k < kVec; k++) e[k] += p[k];
+      store8(out + bt * C + c, e);
+    } else {
+      const size_t bt = i / C;  // row in (B*T)
+      const int c = static_cast<int>(i % C);
+      const int t = static_cast<int>(bt % T);
+      const size_t tok = static_cast<size_t>(tokens[bt]);
+      out[i] = to_bf16(to_f32(wte[tok * C + c]) + to_f32(wpe[static_cast<size_t>(t) * C + c]));
+    }
   }
 }
 
-__global__ void encoder_backward_wte_kernel(float* dwte, const bf16* dout, const int* tokens, int C,
-                                            size_t total) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const size_t bt = i / C;
-    const int c = static_cast<int>(i % C);
-    const size_t tok = static_cast<size_t>(tokens[bt]);
-    atomicAdd(&dwte[tok * C + c], to_f32(dout[i]));
+// Slot of every position in the (token, position) order; see the file comment.
+__global__ void __launch_bounds__(kRankThreads)
+    token_rank_kernel(int* order, int* head_start, int* head_count, const int* tokens, int N) {
+  __shared__ int tile[kRankThreads];
+  const int first = blockIdx.x * kRankThreads;  // this block's positions: [first, first + kRankThreads)
+  const int i = first + threadIdx.x;
+  const int ti = i < N ? tokens[i] : INT_MIN;
+  int lt = 0, before = 0, after = 0;  // tokens below ti; ti's positions before i; after i
+  for (int t0 = 0; t0 < N; t0 += kRankThreads) {
+    __syncthreads();  // the previous tile is no longer read
+    if (t0 + threadIdx.x < N) tile[threadIdx.x] = tokens[t0 + threadIdx.x];
+    __syncthreads();
+    const int n = min(kRankThreads, N - t0);
+    if (t0 < first) {  // every j of the tile is below every i of the block
+      for (int k = 0; k < n; k++) {
+        const int tj = tile[k];
+        lt += tj < ti;
+        before += tj == ti;
+      }
+    } else if (t0 > first) {  // every j above
+      for (int k = 0; k < n; k++) {
+        const int tj = tile[k];
+        lt += tj < ti;
+        after += tj == ti;
+      }
+    } else {  // the block's own tile
+      for (int k = 0; k < n; k++) {
+        const int tj = tile[k], j = t0 + k;
+        lt += tj < ti;
+        before += (tj == ti) & (j < i);
+        after += (tj == ti) & (j > i);
+      }
+    }
+  }
+  if (i >= N) return;
+  const int slot = lt + before;
+  order[slot] = i;
+  head_start[i] = slot;  // read only for heads, where slot = lt: the group's first slot
+  head_count[i] = before == 0 ? before + after + 1 : 0;
+}
+
+// One block per position; heads add their group's dout rows (in position order) into dwte[token].
+template <bool kVecPath>
+__global__ void wte_backward_kernel(float* dwte, const bf16* dout, const int* tokens, const int* order,
+                                    const int* head_start, const int* head_count, int C) {
+  const int i = blockIdx.x;
+  const int count = head_count[i];
+  if (count == 0) return;  // not the first position of its token
+  const int* rows = order + head_start[i];  // (count) positions, ascending
+  float* drow = dwte + static_cast<size_t>(tokens[i]) * C;
+  if constexpr (kVecPath) {
+    for (int q = threadIdx.x; q < C / kVec; q += blockDim.x) {
+      float acc[kVec] = {};
+#pragma unroll 4
+      for (int k = 0; k < count; k++) {
+        float d[kVec];
+        load8(d, dout + static_cast<size_t>(rows[k]) * C + q * kVec);
+#pragma unroll
+        for (int e = 0; e < kVec; e++) acc[e] += d[e];
+      }
+      float4* p = reinterpret_cast<float4*>(drow + q * kVec);
+      float4 a = p[0], b = p[1];
+      a.x += acc[0], a.y += acc[1], a.z += acc[2], a.w += acc[3];
+      b.x += acc[4], b.y += acc[5], b.z += acc[6], b.w += acc[7];
+      p[0] = a;
+      p[1] = b;
+    }
+  } else {
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+      float acc = 0.0f;
+#pragma unroll 4
+      for (int k = 0; k < count; k++) acc += to_f32(dout[static_cast<size_t>(rows[k]) * C + c]);
+      drow[c] += acc;
+    }
   }
 }
 
-// One thread per (t, c): dwpe[t,c] += sum over b, in order b = 0..B-1.
-__global__ void encoder_backward_wpe_kernel(float* dwpe, const bf16* dout, int B, int T, int C) {
+// dwpe[t, c] += sum over b of dout[b, t, c], in order b = 0..B-1; 8 channels per thread on the vector path.
+template <bool kVecPath>
+__global__ void wpe_backward_kernel(float* dwpe, const bf16* dout, int B, int T, int C) {
   const size_t TC = static_cast<size_t>(T) * C;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < TC;
+  const size_t total = kVecPath ? TC / kVec : TC;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    float sum = 0.0f;
-    for (int b = 0; b < B; b++) sum += to_f32(dout[b * TC + i]);
-    dwpe[i] += sum;
+    if constexpr (kVecPath) {
+      float acc[kVec] = {};
+      for (int b = 0; b < B; b++) {
+        float d[kVec];
+        load8(d, dout + b * TC + i * kVec);
+#pragma unroll
+        for (int e = 0; e < kVec; e++) acc[e] += d[e];
+      }
+      float4* p = reinterpret_cast<float4*>(dwpe + i * kVec);
+      float4 a = p[0], c = p[1];
+      a.x += acc[0], a.y += acc[1], a.z += acc[2], a.w += acc[3];
+      c.x += acc[4], c.y += acc[5], c.z += acc[6], c.w += acc[7];
+      p[0] = a;
+      p[1] = c;
+    } else {
+      float sum = 0.0f;
+      for (int b = 0; b < B; b++) sum += to_f32(dout[b * TC + i]);
+      dwpe[i] += sum;
+    }
   }
 }
 
@@ -48,19 +167,41 @@ __global__ void encoder_backward_wpe_kernel(float* dwpe, const bf16* dout, int B
 void encoder_forward(bf16* out, const int* tokens, const bf16* wte, const bf16* wpe, int B, int T, int C,
                      cudaStream_t stream) {
   const size_t total = static_cast<size_t>(B) * T * C;
+  if (total == 0) return;
   const int threads = 256;
-  encoder_forward_kernel<<<grid_for(total, threads), threads, 0, stream>>>(out, tokens, wte, wpe, T, C, total);
+  if (C % kVec == 0 && aligned16(out) && aligned16(wte) && aligned16(wpe))
+    encoder_forward_kernel<true><<<grid_for(total / kVec, threads), threads, 0, stream>>>(out, tokens, wte, wpe, T, C,
+                                                                                         total / kVec);
+  else
+    encoder_forward_kernel<false><<<grid_for(total, threads), threads, 0, stream>>>(out, tokens, wte, wpe, T, C, total);
   CUDA_CHECK_LAUNCH();
 }
 
 void encoder_backward(float* dwte, float* dwpe, const bf16* dout, const int* tokens, int B, int T, int C,
-                      cudaStream_t stream) {
-  const size_t total = static_cast<size_t>(B) * T * C;
-  const int threads = 256;
-  encoder_backward_wte_kernel<<<grid_for(total, threads), threads, 0, stream>>>(dwte, dout, tokens, C, total);
+                      void* scratch, cudaStream_t stream) {
+  const int N = B * T;
+  if (N == 0 || C == 0) return;
+  const size_t ints = static_cast<size_t>(round_up_256(static_cast<int64_t>(N) * 4)) / 4;
+  int* order = static_cast<int*>(scratch);  // (N)
+  int* head_start = order + ints;           // (N)
+  int* head_count = head_start + ints;      // (N)
+  token_rank_kernel<<<static_cast<unsigned>(ceil_div(N, kRankThreads)), kRankThreads, 0, stream>>>(
+      order, head_start, head_count, tokens, N);
+  CUDA_CHECK_LAUNCH();
+  const bool vec = C % kVec == 0 && aligned16(dout) && aligned16(dwte) && aligned16(dwpe);
+  if (vec) {
+    const int threads = static_cast<int>(std::min<size_t>(256, ceil_div(C / kVec, kWarp) * kWarp));
+    wte_backward_kernel<true><<<N, threads, 0, stream>>>(dwte, dout, tokens, order, head_start, head_count, C);
+  } else {
+    wte_backward_kernel<false><<<N, 256, 0, stream>>>(dwte, dout, tokens, order, head_start, head_count, C);
+  }
   CUDA_CHECK_LAUNCH();
   const size_t tc = static_cast<size_t>(T) * C;
-  encoder_backward_wpe_kernel<<<grid_for(tc, threads), threads, 0, stream>>>(dwpe, dout, B, T, C);
+  const int threads = 256;
+  if (vec)
+    wpe_backward_kernel<true><<<grid_for(tc / kVec, threads), threads, 0, stream>>>(dwpe, dout, B, T, C);
+  else
+    wpe_backward_kernel<false><<<grid_for(tc, threads), threads, 0, stream>>>(dwpe, dout, B, T, C);
   CUDA_CHECK_LAUNCH();
 }
 

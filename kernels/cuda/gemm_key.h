@@ -11,7 +11,8 @@
 namespace gpt::cuda {
 
 // Row-major terms of GemmSpec (ops.cuh): shape, strides, transposes, batch, output dtype, bias, beta == 0,
-// and the byte alignments (power of two, at most 256) of A, B, C/D and the bias.
+// the epilogue (bias, GELU, DGELU) and the byte alignments (power of two, at most 256) of A, B, C/D, the
+// bias and the epilogue's auxiliary matrix.
 struct GemmKey {
   int M = 0, N = 0, K = 0;
   int lda = 0, ldb = 0, ldc = 0;
@@ -21,7 +22,8 @@ struct GemmKey {
   bool c_f32 = false;
   bool bias = false;
   bool beta_zero = true;
-  bool gelu = false;  // GELU epilogue with an auxiliary output (the pre-activation)
+  bool gelu = false;   // GELU epilogue with an auxiliary output (the pre-activation)
+  bool dgelu = false;  // DGELU epilogue with an auxiliary input (the GELU's input)
   uint32_t align_a = 256, align_b = 256, align_c = 256, align_bias = 256, align_aux = 256;
 
   bool operator==(const GemmKey& o) const {
@@ -29,7 +31,7 @@ struct GemmKey {
            trans_a == o.trans_a && trans_b == o.trans_b && batch == o.batch && stride_a == o.stride_a &&
            stride_b == o.stride_b && stride_c == o.stride_c && c_f32 == o.c_f32 && bias == o.bias &&
            beta_zero == o.beta_zero && align_a == o.align_a && align_b == o.align_b && align_c == o.align_c &&
-           align_bias == o.align_bias && gelu == o.gelu && align_aux == o.align_aux;
+           align_bias == o.align_bias && gelu == o.gelu && dgelu == o.dgelu && align_aux == o.align_aux;
   }
   bool operator!=(const GemmKey& o) const { return !(*this == o); }
 };
@@ -46,7 +48,8 @@ struct GemmKeyHash {
     const int64_t ints[] = {k.M, k.N, k.K, k.lda, k.ldb, k.ldc, k.batch, k.stride_a, k.stride_b, k.stride_c};
     for (int64_t v : ints) mix(static_cast<uint64_t>(v));
     mix((uint64_t{k.trans_a} << 0) | (uint64_t{k.trans_b} << 1) | (uint64_t{k.c_f32} << 2) |
-        (uint64_t{k.bias} << 3) | (uint64_t{k.beta_zero} << 4) | (uint64_t{k.gelu} << 5));
+        (uint64_t{k.bias} << 3) | (uint64_t{k.beta_zero} << 4) | (uint64_t{k.gelu} << 5) |
+        (uint64_t{k.dgelu} << 6));
     mix((uint64_t{k.align_a} << 48) | (uint64_t{k.align_b} << 32) | (uint64_t{k.align_c} << 16) | k.align_bias);
     mix(k.align_aux);
     return static_cast<size_t>(h);

@@ -18,6 +18,15 @@
 //   - D = C^T: column-major N x M with leading dimension ldc; cuBLASLt's m = N, n = M, k = K.
 // The bias epilogue adds a vector along D's rows (length m = N), i.e. bias[n] to every row of our C.
 //
+// Epilogues: BIAS (bias[n] on every row) only when the bias can be read safely, OC % 8 == 0 and a 16-byte
+// aligned bias (bias_epilogue_ok): cuBLASLt has no alignment preference for the bias pointer, so an odd one
+// could be rejected or misread; otherwise the product runs bare and bias_add_kernel adds the bias (one more
+// bf16 rounding, inside the twin tests' bound). GELU_AUX_BIAS for the MLP's first layer (out = gelu(pre),
+// aux = pre) and DGELU for the product after it in backward (dpre = gelu'(pre) * (dout @ w), aux = pre), both
+// with a plain fallback when cuBLASLt has no algorithm or the aux matrix is not 16-byte aligned with ldc % 8
+// == 0. What only a GPU can show: which shapes get the fused epilogues (GemmPlan::supported), and that the
+// epilogues' GELU matches the tanh form within the bounds of test_cuda_matmul_gelu.cpp.
+//
 // The three products of a linear layer, with out = inp @ w^T (N rows):
 //   forward  out  (N x OC) = inp (N x C) @ w^T        A = inp,              B = w (transposed)
 //   backward dinp (N x C)  = dout (N x OC) @ w        A = dout,             B = w
@@ -56,7 +65,9 @@ GemmKey key_of(const GemmSpec& g) {
   k.align_c = operand_alignment(reinterpret_cast<uintptr_t>(g.C), g.stride_c, c_bytes, g.batch);
   k.align_bias = operand_alignment(reinterpret_cast<uintptr_t>(g.bias), 0, sizeof(bf16), 1);
   k.gelu = g.gelu_aux != nullptr;
-  k.align_aux = operand_alignment(reinterpret_cast<uintptr_t>(g.gelu_aux), 0, sizeof(bf16), 1);
+  k.dgelu = g.dgelu_aux != nullptr;
+  const void* aux = g.gelu_aux ? static_cast<const void*>(g.gelu_aux) : static_cast<const void*>(g.dgelu_aux);
+  k.align_aux = operand_alignment(reinterpret_cast<uintptr_t>(aux), 0, sizeof(bf16), 1);
   return k;
 }
 
@@ -98,6 +109,13 @@ __global__ void bias_partials_kernel(float* partials, const bf16* dout, int N, i
   }
 }
 
+// out[i] += bias[i % OC], in fp32, rounded once: the bias epilogue's fallback.
+__global__ void bias_add_kernel(bf16* out, const bf16* bias, int OC, size_t total) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    out[i] = to_bf16(to_f32(out[i]) + to_f32(bias[i % OC]));
+}
+
 // Stage 2: dbias[c] += sum of the chunks' partials, in chunk order.
 __global__ void bias_reduce_kernel(float* dbias, const float* partials, int OC) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
@@ -105,6 +123,20 @@ __global__ void bias_reduce_kernel(float* dbias, const float* partials, int OC) 
   float t = 0.0f;
   for (int k = 0; k < kChunks; k++) t += partials[static_cast<size_t>(k) * OC + c];
   dbias[c] += t;
+}
+
+// dbias (OC) += column sums of dout (N,OC), deterministic: per-chunk partials in scratch, then chunk order.
+void bias_backward(float* dbias, const bf16* dout, int N, int OC, void* scratch, cudaStream_t stream) {
+  if (dbias) {
+    float* partials = static_cast<float*>(scratch);  // (kChunks, OC)
+    const dim3 grid(static_cast<unsigned>(ceil_div(OC, kColTile)), kChunks);
+    bias_partials_kernel<<<grid, dim3(kColTile, kRowThreads), 0, stream>>>(partials, dout, N, OC);
+    CUDA_CHECK_LAUNCH();
+    const int threads = 256;
+    bias_reduce_kernel<<<static_cast<unsigned>(ceil_div(OC, threads)), threads, 0, stream>>>(dbias, partials,
+                                                                                             OC);
+    CUDA_CHECK_LAUNCH();
+  }
 }
 
 }  // namespace
@@ -149,6 +181,16 @@ GemmPlan make_plan(const BlasContext& ctx, const GemmSpec& g, const GemmKey& k) 
     CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
   }
+  if (g.dgelu_aux) {
+    // D = gelu'(aux) * product; aux is the GELU's input in D's type (bf16) and layout (leading dim ldc).
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DGELU;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    const int64_t aux_ld = g.ldc;
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.dgelu_aux,
+                                                sizeof(g.dgelu_aux)));
+  }
   if (g.trans_b)
     make_layout(&p.a, CUDA_R_16BF, g.K, g.N, g.ldb, g.batch, g.stride_b);
   else
@@ -175,7 +217,7 @@ GemmPlan make_plan(const BlasContext& ctx, const GemmSpec& g, const GemmKey& k) 
   // "No algorithm" comes back either as found == 0 or as CUBLAS_STATUS_NOT_SUPPORTED: name the product.
   const cublasStatus_t st =
       cublasLtMatmulAlgoGetHeuristic(ctx.handle, p.op, p.a, p.b, p.d, p.d, pref.pref, 1, &heur, &found);
-  if (g.gelu_aux && !(st == CUBLAS_STATUS_SUCCESS && found > 0)) {  // optional fusion: the caller falls back
+  if ((g.gelu_aux || g.dgelu_aux) && !(st == CUBLAS_STATUS_SUCCESS && found > 0)) {  // optional: caller falls back
     p.supported = false;
     return p;
   }
@@ -197,6 +239,8 @@ bool try_gemm(const BlasContext& ctx, const GemmSpec& g, cudaStream_t stream) {
             " K=", g.K, " batch=", g.batch);
   GPT_CHECK(!g.bias || (!g.c_f32 && g.batch == 1), "cuda gemm: a bias needs a bf16 output and batch 1");
   GPT_CHECK(!g.gelu_aux || g.bias, "cuda gemm: the GELU epilogue is only planned with a bias");
+  GPT_CHECK(!g.dgelu_aux || (!g.bias && !g.c_f32 && g.batch == 1),
+            "cuda gemm: the DGELU epilogue is only planned without a bias, for a bf16 output and batch 1");
   const GemmKey key = key_of(g);
   auto it = ctx.plans.find(key);
   if (it == ctx.plans.end()) it = ctx.plans.emplace(key, make_plan(ctx, g, key)).first;
@@ -207,6 +251,9 @@ bool try_gemm(const BlasContext& ctx, const GemmSpec& g, cudaStream_t stream) {
   if (g.gelu_aux)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.gelu_aux,
                                                 sizeof(g.gelu_aux)));
+  if (g.dgelu_aux)
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.dgelu_aux,
+                                                sizeof(g.dgelu_aux)));
   // C and D are the same buffer with the same layout (in place); with beta 0 C is not read.
   CUBLAS_CHECK(cublasLtMatmul(ctx.handle, p.op, &g.alpha, g.B, p.a, g.A, p.b, &g.beta, g.C, p.d, g.C, p.d,
                               &p.algo, ctx.workspace, ctx.workspace_bytes, stream));
@@ -228,12 +275,35 @@ GemmSpec linear(bf16* out, const bf16* inp, const bf16* w, const bf16* bias, int
   g.bias = bias;
   return g;
 }
+// dinp (N,C) = dout (N,OC) @ w (OC,C): the input gradient of a linear layer.
+GemmSpec input_gradient(bf16* dinp, const bf16* dout, const bf16* w, int N, int C, int OC) {
+  GemmSpec g;
+  g.M = N, g.N = C, g.K = OC;
+  g.A = dout, g.lda = OC;
+  g.B = w, g.ldb = C;
+  g.C = dinp, g.ldc = C;
+  return g;
+}
 }  // namespace
+
+bool bias_epilogue_ok(const bf16* bias, int OC) { return bias && OC % kVec == 0 && aligned16(bias); }
+
+void bias_add(bf16* out, const bf16* bias, int N, int OC, cudaStream_t stream) {
+  const size_t total = static_cast<size_t>(N) * OC;
+  if (total == 0) return;
+  bias_add_kernel<<<grid_for(total, 256), 256, 0, stream>>>(out, bias, OC, total);
+  CUDA_CHECK_LAUNCH();
+}
 
 void matmul_forward(bf16* out, const bf16* inp, const bf16* w, const bf16* bias, int N, int C, int OC,
                     const BlasContext& ctx, cudaStream_t stream) {
   if (N == 0) return;
-  gemm(ctx, linear(out, inp, w, bias, N, C, OC), stream);
+  if (!bias || bias_epilogue_ok(bias, OC)) {
+    gemm(ctx, linear(out, inp, w, bias, N, C, OC), stream);
+    return;
+  }
+  gemm(ctx, linear(out, inp, w, nullptr, N, C, OC), stream);  // a bias the epilogue may misread: added after
+  bias_add(out, bias, N, OC, stream);
 }
 
 void matmul_gelu_forward(bf16* out, bf16* pre, const bf16* inp, const bf16* w, const bf16* bias, int N, int C,
@@ -241,9 +311,10 @@ void matmul_gelu_forward(bf16* out, bf16* pre, const bf16* inp, const bf16* w, c
   if (N == 0) return;
   GemmSpec g = linear(out, inp, w, bias, N, C, OC);
   g.gelu_aux = pre;
-  // The epilogue's aux output wants 16-byte alignment and a leading dimension divisible by 8.
-  const bool aux_ok = reinterpret_cast<uintptr_t>(pre) % 16 == 0 && OC % 8 == 0;
-  if (bias && aux_ok && try_gemm(ctx, g, stream)) return;
+  // The epilogue's aux output wants 16-byte alignment and a leading dimension divisible by 8; its bias is
+  // read as the plain bias epilogue reads it.
+  const bool aux_ok = aligned16(pre) && OC % kVec == 0;
+  if (bias_epilogue_ok(bias, OC) && aux_ok && try_gemm(ctx, g, stream)) return;
   matmul_forward(pre, inp, w, bias, N, C, OC, ctx, stream);
   gelu_forward(out, pre, static_cast<size_t>(N) * OC, stream);
 }
@@ -251,14 +322,7 @@ void matmul_gelu_forward(bf16* out, bf16* pre, const bf16* inp, const bf16* w, c
 void matmul_backward(bf16* dinp, float* dw, float* dbias, const bf16* dout, const bf16* inp, const bf16* w,
                      int N, int C, int OC, const BlasContext& ctx, void* scratch, cudaStream_t stream) {
   if (N == 0) return;
-  if (dinp) {
-    GemmSpec g;
-    g.M = N, g.N = C, g.K = OC;
-    g.A = dout, g.lda = OC;
-    g.B = w, g.ldb = C;
-    g.C = dinp, g.ldc = C;
-    gemm(ctx, g, stream);
-  }
+  if (dinp) gemm(ctx, input_gradient(dinp, dout, w, N, C, OC), stream);
   {
     GemmSpec g;
     g.M = OC, g.N = C, g.K = N;
@@ -268,16 +332,23 @@ void matmul_backward(bf16* dinp, float* dw, float* dbias, const bf16* dout, cons
     g.beta = 1.0f;  // accumulate
     gemm(ctx, g, stream);
   }
-  if (dbias) {
-    float* partials = static_cast<float*>(scratch);  // (kChunks, OC)
-    const dim3 grid(static_cast<unsigned>(ceil_div(OC, kColTile)), kChunks);
-    bias_partials_kernel<<<grid, dim3(kColTile, kRowThreads), 0, stream>>>(partials, dout, N, OC);
-    CUDA_CHECK_LAUNCH();
-    const int threads = 256;
-    bias_reduce_kernel<<<static_cast<unsigned>(ceil_div(OC, threads)), threads, 0, stream>>>(dbias, partials,
-                                                                                             OC);
-    CUDA_CHECK_LAUNCH();
+  bias_backward(dbias, dout, N, OC, scratch, stream);
+}
+
+void gelu_matmul_backward(bf16* dpre, float* dw, float* dbias, const bf16* dout, const bf16* inp, const bf16* pre,
+                          const bf16* w, int N, int C, int OC, const BlasContext& ctx, void* scratch,
+                          cudaStream_t stream) {
+  if (N == 0) return;
+  // dpre (N x C) = gelu'(pre) * (dout (N x OC) @ w (OC x C)): the input-gradient product of
+  // matmul_backward with the DGELU epilogue (aux = pre: 16-byte aligned, leading dimension C % 8 == 0).
+  GemmSpec g = input_gradient(dpre, dout, w, N, C, OC);
+  g.dgelu_aux = pre;
+  const bool aux_ok = aligned16(pre) && aligned16(dpre) && C % kVec == 0;
+  if (!(aux_ok && try_gemm(ctx, g, stream))) {
+    gemm(ctx, input_gradient(dpre, dout, w, N, C, OC), stream);
+    gelu_backward(dpre, pre, dpre, static_cast<size_t>(N) * C, stream);  // in place
   }
+  matmul_backward(nullptr, dw, dbias, dout, inp, w, N, C, OC, ctx, scratch, stream);
 }
 
 }  // namespace gpt::cuda

@@ -69,6 +69,9 @@ struct GemmSpec {
   // With a bias only: C = gelu(product + bias) (tanh GELU, cuBLASLt's GELU_AUX_BIAS epilogue) and
   // gelu_aux (same layout and ldc as C, bf16) = product + bias, the pre-activation backward needs.
   bf16* gelu_aux = nullptr;
+  // Without a bias only: C = gelu'(dgelu_aux) * product (cuBLASLt's DGELU epilogue), dgelu_aux the GELU's
+  // input (same layout and ldc as C, bf16): the backward of a GELU folded into the product after it.
+  const bf16* dgelu_aux = nullptr;
 };
 void gemm(const BlasContext& ctx, const GemmSpec& g, cudaStream_t stream);
 // As gemm, but returns false (running nothing) when cuBLASLt has no algorithm for the product instead of
@@ -78,21 +81,37 @@ bool try_gemm(const BlasContext& ctx, const GemmSpec& g, cudaStream_t stream);
 // ---- encoder.cu -------------------------------------------------------------------------------
 void encoder_forward(bf16* out /*(B,T,C)*/, const int* tokens /*(B,T)*/, const bf16* wte /*(Vp,C)*/,
                      const bf16* wpe /*(maxT,C)*/, int B, int T, int C, cudaStream_t stream);
+// Deterministic (no atomics): scratch is encoder_backward_scratch_bytes(B*T) (kernels/sizes.h).
 void encoder_backward(float* dwte /*(Vp,C) +=*/, float* dwpe /*(maxT,C) +=*/, const bf16* dout /*(B,T,C)*/,
-                      const int* tokens /*(B,T)*/, int B, int T, int C, cudaStream_t stream);
+                      const int* tokens /*(B,T)*/, int B, int T, int C, void* scratch, cudaStream_t stream);
 
 // ---- layernorm.cu -----------------------------------------------------------------------------
 void layernorm_forward(bf16* out /*(N,C)*/, float* mean /*(N)*/, float* rstd /*(N)*/, const bf16* inp /*(N,C)*/,
                        const bf16* w /*(C)*/, const bf16* b /*(C)*/, int N, int C, cudaStream_t stream);
+// res = a + b, out = layernorm(res): bit-identical to residual_forward then layernorm_forward.
+void residual_layernorm_forward(bf16* res /*(N,C)*/, bf16* out /*(N,C)*/, float* mean /*(N)*/, float* rstd /*(N)*/,
+                                const bf16* a /*(N,C)*/, const bf16* b /*(N,C)*/, const bf16* w /*(C)*/,
+                                const bf16* bias /*(C)*/, int N, int C, cudaStream_t stream);
+// Scratch: layernorm_backward_scratch_bytes(C) (kernels/sizes.h), for both backward ops.
 void layernorm_backward(bf16* dinp /*(N,C) =*/, float* dw /*(C) +=*/, float* db /*(C) +=*/,
                         const bf16* dout /*(N,C)*/, const bf16* inp /*(N,C)*/, const bf16* w /*(C)*/,
                         const float* mean /*(N)*/, const float* rstd /*(N)*/, int N, int C, void* scratch,
                         cudaStream_t stream);
+// dres += the layernorm's input gradient (fp32, rounded once with the sum). dres must not overlap dout, inp.
+void layernorm_backward_residual(bf16* dres /*(N,C) +=*/, float* dw /*(C) +=*/, float* db /*(C) +=*/,
+                                 const bf16* dout /*(N,C)*/, const bf16* inp /*(N,C)*/, const bf16* w /*(C)*/,
+                                 const float* mean /*(N)*/, const float* rstd /*(N)*/, int N, int C, void* scratch,
+                                 cudaStream_t stream);
 
 // ---- matmul.cu ----------------------------------------------------------------------------------
+// The bias goes in cuBLASLt's epilogue when it can be read safely (OC % 8 == 0 and a 16-byte aligned bias:
+// bias_epilogue_ok); otherwise the product runs without it and a kernel adds it (one more bf16 rounding).
 void matmul_forward(bf16* out /*(N,OC)*/, const bf16* inp /*(N,C)*/, const bf16* w /*(OC,C)*/,
                     const bf16* bias /*(OC) or null*/, int N, int C, int OC, const BlasContext& ctx,
                     cudaStream_t stream);
+bool bias_epilogue_ok(const bf16* bias, int OC);
+// out (N,OC) += bias (OC) on every row, in fp32, rounded once (the fallback of the bias epilogue).
+void bias_add(bf16* out, const bf16* bias, int N, int OC, cudaStream_t stream);
 // out = gelu(inp @ w^T + bias), pre = inp @ w^T + bias: one product with the GELU epilogue where cuBLASLt
 // has it for the shape, else the product then the gelu kernel (the same values up to the epilogue's fp32
 // GELU of the unrounded pre-activation).
@@ -101,6 +120,14 @@ void matmul_gelu_forward(bf16* out /*(N,OC)*/, bf16* pre /*(N,OC)*/, const bf16*
 void matmul_backward(bf16* dinp /*(N,C) = or null*/, float* dw /*(OC,C) +=*/, float* dbias /*(OC) += or null*/,
                      const bf16* dout /*(N,OC)*/, const bf16* inp /*(N,C)*/, const bf16* w /*(OC,C)*/, int N,
                      int C, int OC, const BlasContext& ctx, void* scratch, cudaStream_t stream);
+// The backward of out = gelu(pre) @ w^T + bias through the GELU: dpre = gelu'(pre) * (dout @ w) in one
+// product with cuBLASLt's DGELU epilogue where it has the shape (C % 8 == 0, pre and dpre 16-byte
+// aligned), else the product and then gelu_backward in place; dw and dbias as matmul_backward (inp is
+// gelu(pre)). Scratch as matmul_backward.
+void gelu_matmul_backward(bf16* dpre /*(N,C) =*/, float* dw /*(OC,C) +=*/, float* dbias /*(OC) += or null*/,
+                          const bf16* dout /*(N,OC)*/, const bf16* inp /*(N,C)*/, const bf16* pre /*(N,C)*/,
+                          const bf16* w /*(OC,C)*/, int N, int C, int OC, const BlasContext& ctx, void* scratch,
+                          cudaStream_t stream);
 
 // ---- attention.cu -------------------------------------------------------------------------------
 // State kept from forward to backward: the softmax probabilities P (B,NH,T,T) in bf16 (the exact values the
@@ -122,7 +149,7 @@ void fused_attention_backward(bf16* dqkv /*(B,T,3C) =*/, const bf16* dout /*(B,T
 
 // ---- gelu.cu ------------------------------------------------------------------------------------
 void gelu_forward(bf16* out, const bf16* inp, size_t n, cudaStream_t stream);
-void gelu_backward(bf16* dinp /*=*/, const bf16* inp, const bf16* dout, size_t n, cudaStream_t stream);
+void gelu_backward(bf16* dinp /*=, may be dout*/, const bf16* inp, const bf16* dout, size_t n, cudaStream_t stream);
 
 // ---- residual.cu ------------------------------------------------------------------------------
 void residual_forward(bf16* out, const bf16* a, const bf16* b, size_t n, cudaStream_t stream);
@@ -132,8 +159,10 @@ void residual_backward(bf16* dstream /*+=*/, const bf16* dbranch, size_t n, cuda
 // A target outside [0, V) yields a NaN loss (and no one-hot term) instead of reading out of bounds.
 void classifier_forward(float* losses /*(N)*/, const bf16* logits /*(N,Vp)*/, const int* targets /*(N)*/, int N,
                         int V, int Vp, cudaStream_t stream);
-void classifier_backward(bf16* logits_to_dlogits /*(N,Vp)*/, float* losses /*(N)*/, const int* targets /*(N)*/,
-                         float dloss, int N, int V, int Vp, cudaStream_t stream);
+// One pass over the logits: losses, and dlogits in place; then, when loss_sum is not null, one small
+// kernel adds the N losses (fp64, a fixed order) to *loss_sum.
+void classifier_backward(bf16* logits_to_dlogits /*(N,Vp)*/, float* losses /*(N)*/, double* loss_sum /*(1) +=*/,
+                         const int* targets /*(N)*/, float dloss, int N, int V, int Vp, cudaStream_t stream);
 
 // ---- adamw.cu ---------------------------------------------------------------------------------
 void adamw_update(float* param, const float* grad, float* m, float* v, size_t n, const AdamWParams& hp,

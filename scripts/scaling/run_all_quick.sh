@@ -30,7 +30,7 @@ check_csv() {  # FILE: header + at least one row
   echo "ok: $f ($((lines - 1)) rows)"
 }
 
-for name in zero_memory comm_volume levers loss_vs_size throughput; do
+for name in zero_memory comm_volume levers loss_vs_size throughput isoflop; do
   echo "== $name --quick"
   start=$(date +%s)
   if ! "$py" "scripts/scaling/$name.py" --gpt "$gpt" --out "$tmp/$name" --quick > "$tmp/$name.log" 2>&1; then
@@ -78,6 +78,8 @@ expect_error "$py" $s/comm_volume.py --gpt "$gpt" --out "$tmp/bad" --configs d2,
 expect_error "$py" $s/throughput.py --gpt "$gpt" --out "$tmp/bad" --global-batch 8 --ranks 1,3
 expect_error "$py" $s/loss_vs_size.py --gpt "$gpt" --out "$tmp/bad" --tokens 1000 -B 8 -T 64
 expect_error "$py" $s/levers.py --gpt "$tmp/no_such_gpt" --out "$tmp/bad"
+expect_error "$py" $s/isoflop.py --gpt "$gpt" --out "$tmp/bad" --budgets 1e10
+expect_error "$py" $s/isoflop.py --gpt "$gpt" --out "$tmp/bad" --sizes 2
 expect_error "$py" scripts/plot_memory.py "$tmp/missing.json" --out "$tmp/bad.png"
 expect_error "$py" $s/time_model.py sweep --gpt "$gpt" --out "$tmp/bad"
 expect_error "$py" $s/time_model_measure.py --gpt "$gpt" --out "$tmp/bad" --only no_such_config

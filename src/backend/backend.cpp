@@ -8,7 +8,8 @@ namespace gpt {
 void* Backend::alloc(size_t bytes, MemCat cat) {
   if (bytes == 0) return nullptr;
   void* p = raw_alloc(bytes);
-  GPT_CHECK(p, name(), ": out of memory allocating ", bytes, " bytes for ", memcat_name(cat));
+  GPT_CHECK(p, name(), ": out of memory allocating ", bytes, " bytes for ", memcat_name(cat), " (",
+            ledger_.current_total(MemDomain::device), " device bytes already held; gpt memplan shows what a run needs)");
   ledger_.on_alloc(p, bytes, cat, MemDomain::device);
   return p;
 }
@@ -16,7 +17,8 @@ void* Backend::alloc(size_t bytes, MemCat cat) {
 void* Backend::alloc_host(size_t bytes, MemCat cat) {
   if (bytes == 0) return nullptr;
   void* p = raw_alloc_host(bytes);
-  GPT_CHECK(p, name(), ": out of host memory allocating ", bytes, " bytes for ", memcat_name(cat));
+  GPT_CHECK(p, name(), ": out of host memory allocating ", bytes, " bytes for ", memcat_name(cat), " (",
+            ledger_.current_total(MemDomain::host), " host bytes already held; gpt memplan shows what a run needs)");
   ledger_.on_alloc(p, bytes, cat, MemDomain::host);
   return p;
 }

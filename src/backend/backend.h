@@ -7,7 +7,8 @@
 //  - `float*` buffers are always fp32: parameter gradients (full-unit, before reduce-scatter), layernorm
 //    statistics, per-token losses, master weights and optimizer state.
 //  - Backward ops OVERWRITE activation gradients (dinp) and ACCUMULATE (+=) parameter gradients
-//    (dw, db). The residual stream's gradient is summed explicitly with residual_backward.
+//    (dw, db). The residual stream's gradient is summed explicitly, with residual_backward or with
+//    layernorm_backward_residual (a layernorm's input gradient added straight into the stream).
 //  - Shapes: B batch, T time, C channels, NH heads, N = B*T rows, OC output channels, V vocab, Vp padded.
 //  - Every op is asynchronous with respect to the host on GPU backends (ordered on the compute stream);
 //    synchronize() waits for all of them.
@@ -49,6 +50,9 @@ class Backend {
   // The device's peak FLOP/s for MFU: cpu measures an sgemm (about 0.25 s, once per backend), cuda names
   // the GPU's dense bf16 peak (src/backend/peak_flops.h).
   virtual PeakFlops peak_flops() const = 0;
+  // Bytes the device can still give (cudaMemGetInfo's free on cuda); -1 where the device domain is host
+  // memory (cpu), for the pre-flight check.
+  virtual int64_t device_memory_free() const { return -1; }
   // Reserves the scratch that ops with temporaries need for the largest shapes a model runs (attention at
   // B, T, C, NH; layernorm backward over B*T rows of C; the bias gradient of a matmul with up to max_bias_oc
   // output channels), tagged workspace, so no step allocates. Afterwards an op that needs more fails with
@@ -94,6 +98,19 @@ class Backend {
                                   const void* dout /*(N,C)*/, const void* inp /*(N,C)*/,
                                   const void* w /*(C)*/, const float* mean /*(N)*/,
                                   const float* rstd /*(N)*/, int N, int C) = 0;
+  // The residual add and the layernorm after it, in one pass: res = a + b, out = layernorm(res) (res as
+  // stored, in the compute dtype). The same values as residual_forward then layernorm_forward (bit-identical
+  // on cpu and on cuda), so a recompute that re-runs only the layernorm from the kept res reproduces out.
+  virtual void residual_layernorm_forward(void* res /*(N,C)*/, void* out /*(N,C)*/, float* mean /*(N)*/,
+                                          float* rstd /*(N)*/, const void* a /*(N,C)*/, const void* b /*(N,C)*/,
+                                          const void* w /*(C)*/, const void* bias /*(C)*/, int N, int C) = 0;
+  // layernorm_backward whose input gradient is added into the residual stream's gradient: dres += dinp.
+  // cpu: bit-identical to layernorm_backward then residual_backward; cuda: one pass, dinp not rounded to
+  // bf16 before the addition. dres must not overlap dout or inp.
+  virtual void layernorm_backward_residual(void* dres /*(N,C) +=*/, float* dw /*(C) +=*/, float* db /*(C) +=*/,
+                                           const void* dout /*(N,C)*/, const void* inp /*(N,C)*/,
+                                           const void* w /*(C)*/, const float* mean /*(N)*/,
+                                           const float* rstd /*(N)*/, int N, int C) = 0;
 
   // matmul: out = inp @ w^T + bias (bias may be null)
   virtual void matmul_forward(void* out /*(N,OC)*/, const void* inp /*(N,C)*/, const void* w /*(OC,C)*/,
@@ -107,6 +124,14 @@ class Backend {
   virtual void matmul_backward(void* dinp /*(N,C) =*/, float* dw /*(OC,C) +=*/, float* dbias /*(OC) +=*/,
                                const void* dout /*(N,OC)*/, const void* inp /*(N,C)*/,
                                const void* w /*(OC,C)*/, int N, int C, int OC) = 0;
+  // Backward of a layer whose input is a GELU, out = gelu(pre) @ w^T + bias, through the GELU:
+  // dpre = gelu'(pre) * (dout @ w), dw += dout^T @ inp with inp = gelu(pre), dbias += column sums of dout.
+  // cpu: matmul_backward then gelu_backward (bit-identical to the pair); cuda: the GELU derivative in the
+  // product's epilogue (cuBLASLt DGELU, reading pre), falling back to the pair.
+  virtual void gelu_matmul_backward(void* dpre /*(N,C) =*/, float* dw /*(OC,C) +=*/, float* dbias /*(OC) +=*/,
+                                    const void* dout /*(N,OC)*/, const void* inp /*(N,C)*/,
+                                    const void* pre /*(N,C)*/, const void* w /*(OC,C)*/, int N, int C,
+                                    int OC) = 0;
 
   // causal multi-head self-attention on packed qkv; `state` is whatever the backend keeps for backward
   // (softmax probabilities: fp32 on cpu, bf16 on cuda), attention_state_bytes() long.
@@ -124,6 +149,7 @@ class Backend {
 
   // GELU, tanh approximation (GPT-2's)
   virtual void gelu_forward(void* out /*(N)*/, const void* inp /*(N)*/, size_t n) = 0;
+  // dinp may be dout (in place).
   virtual void gelu_backward(void* dinp /*(N) =*/, const void* inp /*(N)*/, const void* dout /*(N)*/,
                              size_t n) = 0;
 
@@ -136,10 +162,13 @@ class Backend {
   // forward: losses[i] = -log softmax(logits[i])[targets[i]], logits untouched.
   virtual void classifier_forward(float* losses /*(N)*/, const void* logits /*(N,Vp)*/,
                                   const int* targets /*(N)*/, int N, int V, int Vp) = 0;
-  // fused forward+backward: writes losses and overwrites logits with dlogits = dloss*(softmax - onehot),
-  // zero in the padded columns. The full softmax is never stored separately.
+  // The training pass, forward and backward fused: writes losses and overwrites logits with dlogits =
+  // dloss*(softmax - onehot), zero in the padded columns; the full softmax is never stored separately. When
+  // loss_sum (one fp64 on the device) is not null, the N losses are summed in a fixed order and added to it,
+  // so a trainer can total a step's loss on the device and read it once.
   virtual void classifier_backward(void* logits_to_dlogits /*(N,Vp)*/, float* losses /*(N)*/,
-                                   const int* targets /*(N)*/, float dloss, int N, int V, int Vp) = 0;
+                                   double* loss_sum /*(1) += or null*/, const int* targets /*(N)*/, float dloss,
+                                   int N, int V, int Vp) = 0;
 
   // AdamW on one contiguous fp32 segment (decoupled weight decay, bias-corrected moments).
   virtual void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,

@@ -68,6 +68,14 @@ class CpuBackend : public Backend {
                           const float* mean, const float* rstd, int N, int C) override {
     cpu::layernorm_backward(f(dinp), dw, db, f(dout), f(inp), f(w), mean, rstd, N, C);
   }
+  void residual_layernorm_forward(void* res, void* out, float* mean, float* rstd, const void* a, const void* b,
+                                  const void* w, const void* bias, int N, int C) override {
+    cpu::residual_layernorm_forward(f(res), f(out), mean, rstd, f(a), f(b), f(w), f(bias), N, C);
+  }
+  void layernorm_backward_residual(void* dres, float* dw, float* db, const void* dout, const void* inp,
+                                   const void* w, const float* mean, const float* rstd, int N, int C) override {
+    cpu::layernorm_backward_residual(f(dres), dw, db, f(dout), f(inp), f(w), mean, rstd, N, C);
+  }
 
   void matmul_forward(void* out, const void* inp, const void* w, const void* bias, int N, int C,
                       int OC) override {
@@ -80,6 +88,10 @@ class CpuBackend : public Backend {
   void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp, const void* w,
                        int N, int C, int OC) override {
     cpu::matmul_backward(f(dinp), dw, dbias, f(dout), f(inp), f(w), N, C, OC);
+  }
+  void gelu_matmul_backward(void* dpre, float* dw, float* dbias, const void* dout, const void* inp, const void* pre,
+                            const void* w, int N, int C, int OC) override {
+    cpu::gelu_matmul_backward(f(dpre), dw, dbias, f(dout), f(inp), f(pre), f(w), N, C, OC);
   }
 
   size_t attention_state_bytes(int B, int T, int NH) const override {
@@ -109,9 +121,9 @@ class CpuBackend : public Backend {
                           int Vp) override {
     cpu::classifier_forward(losses, f(logits), targets, N, V, Vp);
   }
-  void classifier_backward(void* logits_to_dlogits, float* losses, const int* targets, float dloss, int N,
-                           int V, int Vp) override {
-    cpu::classifier_backward(f(logits_to_dlogits), losses, targets, dloss, N, V, Vp);
+  void classifier_backward(void* logits_to_dlogits, float* losses, double* loss_sum, const int* targets, float dloss,
+                           int N, int V, int Vp) override {
+    cpu::classifier_backward(f(logits_to_dlogits), losses, loss_sum, targets, dloss, N, V, Vp);
   }
 
   void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,

@@ -229,7 +229,7 @@ ComputeProfile measure_compute(Communicator& world, bool quick, int threads) {
                        for (int i = 0; i < rows; i++) (*tg)[i] = (i * 97) % V;
                        return std::function<void()>([=] {
                          if (bwd)
-                           cpu::classifier_backward(logits->data(), losses->data(), tg->data(), 1e-3f, rows, V, Vp);
+                           cpu::classifier_backward(logits->data(), losses->data(), nullptr, tg->data(), 1e-3f, rows, V, Vp);
                          else
                            cpu::classifier_forward(losses->data(), logits->data(), tg->data(), rows, V, Vp);
                        });

@@ -90,7 +90,7 @@ static void compare_levers(const TrainOptions& base, Communicator& world, bool j
 }
 
 int cmd_bench(int argc, char** argv, Communicator& world) {
-  Flags f("bench", argc, argv, {"--resume", "--no-sync", "--quiet", "--json", "--compare-levers", "--calibrate", "--quick"});
+  Flags f("bench", argc, argv, {"--resume", "--no-sync", "--quiet", "--json", "--compare-levers", "--no-preflight", "--calibrate", "--quick"});
   if (f.help()) {
     std::printf("usage: gpt bench --config d12 -B 4 -T 64 [--steps N] [--json] [--compare-levers] [train flags]\n"
                 "Times training steps on random tokens: ms/step (median), tokens/s, MFU, peak memory.\n"
@@ -126,6 +126,7 @@ int cmd_bench(int argc, char** argv, Communicator& world) {
     return 0;
   }
   TrainOptions o = parse_train_flags(f, "d12");
+  o.command = "bench";
   if (!f.has("--steps")) o.steps = 5;
   if (!f.has("--tokenizer")) o.tokenizer = "none";
   const bool json = f.on("--json"), levers = f.on("--compare-levers");

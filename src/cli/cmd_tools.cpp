@@ -14,6 +14,7 @@
 #include "src/io/prepare.h"
 #include "src/io/tokenizer.h"
 #include "src/model/gpt.h"
+#include "src/runtime/preflight_run.h"
 #include "src/runtime/runtime.h"
 #include "src/train/checkpoint.h"
 #include "src/train/generate.h"
@@ -29,14 +30,24 @@ struct LoadedModel {
   std::unique_ptr<FsdpEngine> engine;
 };
 
-LoadedModel load_for_inference(const std::string& path, const std::string& device, Communicator& world) {
-  ModelWeights w = load_model_file(path);
+// One rank's whole model for B x T forwards (each rank holds everything: --shard none), checked against the
+// memory first (runtime/preflight_run.h) unless skip.
+LoadedModel load_for_inference(const std::string& path, const std::string& device, Communicator& world, int B, int T,
+                               bool skip_preflight, const char* what) {
   LoadedModel m;
   m.be = make_backend(resolve_device(device), world.local_rank());
+  MemPlanInput run;
+  run.cfg = read_model_file_config(path);
+  GPT_CHECK(T <= run.cfg.max_seq_len, "-T ", T, " exceeds the model's sequence length ", run.cfg.max_seq_len);
+  run.world = world.world();
+  run.fsdp.strategy = ShardStrategy::none;
+  run.B = B;
+  run.T = T;
+  run.compute = m.be->compute_dtype();
+  preflight(world, *m.be, run, what, skip_preflight, false);
+  ModelWeights w = load_model_file(path);
   m.model = std::make_unique<GPT>(*m.be, w.config);
-  FsdpOptions opt;
-  opt.strategy = ShardStrategy::none;
-  m.engine = std::make_unique<FsdpEngine>(*m.be, world, m.model->layout(), opt);
+  m.engine = std::make_unique<FsdpEngine>(*m.be, world, m.model->layout(), run.fsdp);
   for (int u = 0; u < m.model->layout().num_units(); u++) m.engine->set_unit_from_host(u, w.units[u].data());
   return m;
 }
@@ -44,18 +55,19 @@ LoadedModel load_for_inference(const std::string& path, const std::string& devic
 }  // namespace
 
 int cmd_eval(int argc, char** argv, Communicator& world) {
-  Flags f("eval", argc, argv, {});
+  Flags f("eval", argc, argv, {"--no-preflight"});
   if (f.help()) {
     std::printf("usage: gpt eval --model MODEL.bin --val GLOB [-B 4] [-T 64] [--batches 8] [--device cpu|cuda]\n"
+                "                [--no-preflight]\n"
                 "Mean cross-entropy of the model on the data; the last line is \"val_loss <float>\".\n");
     return 0;
   }
   const std::string model_path = f.required("--model"), val = f.required("--val");
   const int B = f.i32("-B", 4, 1, 1 << 20), T = f.i32("-T", 64, 1, 1 << 20), batches = f.i32("--batches", 8, 1, 1 << 30);
   const std::string device = f.str("--device", "auto");
+  const bool skip = f.on("--no-preflight");
   f.finish();
-  LoadedModel m = load_for_inference(model_path, device, world);
-  GPT_CHECK(T <= m.model->config().max_seq_len, "-T ", T, " exceeds the model's sequence length ", m.model->config().max_seq_len);
+  LoadedModel m = load_for_inference(model_path, device, world, B, T, skip, "eval");
   DataLoader loader(val, B, T, 0, 1, m.model->config().vocab_size);
   std::vector<int> in((size_t)B * T), tg(in.size());
   double sum = 0;
@@ -68,10 +80,11 @@ int cmd_eval(int argc, char** argv, Communicator& world) {
 }
 
 int cmd_sample(int argc, char** argv, Communicator& world) {
-  Flags f("sample", argc, argv, {});
+  Flags f("sample", argc, argv, {"--no-preflight"});
   if (f.help()) {
     std::printf("usage: gpt sample --model MODEL.bin [--prompt TEXT] [--tokens 128] [--temperature 1.0] [--top-k 0]\n"
                 "                  [--top-p 1.0] [--seed 1337] [--tokenizer auto|byte|gpt2] [--data-dir data] [--device ...]\n"
+                "                  [--no-preflight]\n"
                 "Generates text, streaming tokens as they are produced.\n");
     return 0;
   }
@@ -85,14 +98,17 @@ int cmd_sample(int argc, char** argv, Communicator& world) {
   Rng rng((uint64_t)f.i64("--seed", 1337, 0, INT64_MAX));
   std::string tk = f.str("--tokenizer", "auto");
   const std::string data_dir = f.str("--data-dir", default_data_dir()), device = f.str("--device", "auto");
+  const bool skip = f.on("--no-preflight");
   f.finish();
-  LoadedModel m = load_for_inference(model_path, device, world);
-  const int V = m.model->config().vocab_size;
+  const GPTConfig cfg = read_model_file_config(model_path);
+  const int V = cfg.vocab_size;
   if (tk == "auto") tk = V == 257 ? "byte" : "gpt2";
   std::unique_ptr<Tokenizer> tok = make_tokenizer(tk, data_dir);
   GPT_CHECK(tok->vocab_size() == V, "--model ", model_path, ": vocabulary of ", V, " tokens does not match the ", tk,
             " tokenizer's ", tok->vocab_size());
   std::vector<int> ids = prompt.empty() ? std::vector<int>{tok->eot_token()} : tok->encode(prompt, true);
+  const int window = std::min<int>(cfg.max_seq_len, (int)ids.size() + tokens);  // generate()'s forward shape
+  LoadedModel m = load_for_inference(model_path, device, world, 1, window, skip, "sample");
   std::fputs(prompt.c_str(), stdout);
   generate(*m.model, *m.engine, ids, tokens, sp, rng, [&](int id) {
     std::string piece = tok->decode_token(id);
@@ -125,7 +141,7 @@ int cmd_tokenize(int argc, char** argv, Communicator& world) {
 }
 
 int cmd_export(int argc, char** argv, Communicator& world) {
-  Flags f("export", argc, argv, {});
+  Flags f("export", argc, argv, {"--no-preflight"});
   if (f.help()) {
     std::printf("usage: gpt export --from RUN_DIR|CKPT_DIR|MODEL.bin --out FILE [--format bin|safetensors]\n"
                 "Consolidates a sharded checkpoint (any world size), or converts a model file, into:\n"
@@ -138,6 +154,7 @@ int cmd_export(int argc, char** argv, Communicator& world) {
   std::string from = f.required("--from");
   const std::string out = f.required("--out");
   const std::string format = f.str("--format", "bin");
+  const bool skip = f.on("--no-preflight");
   f.finish();
   GPT_CHECK(format == "bin" || format == "safetensors", "gpt export: --format must be bin or safetensors, got '",
             format, "'");
@@ -145,12 +162,14 @@ int cmd_export(int argc, char** argv, Communicator& world) {
   std::vector<std::vector<float>> units;
   std::error_code ec;
   if (std::filesystem::is_regular_file(from, ec)) {  // an llm.c model file
+    preflight_host_bytes(world, 4 * read_model_file_config(from).num_params(), "export", skip);
     ModelWeights w = load_model_file(from);
     config = w.config;
     units = std::move(w.units);
   } else {
     std::string ckpt = find_latest_checkpoint(from);
     if (ckpt.empty()) ckpt = from;  // maybe a checkpoint directory itself
+    preflight_host_bytes(world, 4 * checkpoint_config(ckpt).num_params(), "export", skip);
     ConsolidatedModel m = consolidate_checkpoint(ckpt);
     from = ckpt;
     config = m.config;

@@ -1,12 +1,15 @@
 // `gpt train`: parse the flags, create --out, and hand over to the Trainer.
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 
 #include "src/cli/commands.h"
 #include "src/cli/train_flags.h"
 #include "src/core/check.h"
 #include "src/dist/collective_check.h"
+#include "src/io/run_lock.h"
 #include "src/train/trainer.h"
+#include "src/util/watchdog.h"
 
 namespace gpt {
 
@@ -21,15 +24,20 @@ int cmd_train(int argc, char** argv, Communicator& world) {
   TrainOptions o = parse_train_flags(f, "d6");
   f.required("--train");
   f.finish();
+  // The watchdog covers start-up (collectives, loading a checkpoint) as well as the steps.
+  watchdog::start(o.timeout_s, world.rank());
+  std::unique_ptr<RunLock> lock;  // one run per --out (held by rank 0 until the process ends)
   if (!o.out_dir.empty()) {
     collective_check(world, "--out", [&] {
       std::error_code ec;
       std::filesystem::create_directories(o.out_dir, ec);
       GPT_CHECK(!ec, "--out: cannot create ", o.out_dir, ": ", ec.message());
+      if (world.rank() == 0) lock = std::make_unique<RunLock>(o.out_dir);
     });
   }
   Trainer t(o, world);
   t.run();
+  watchdog::stop();
   return 0;
 }
 

@@ -7,7 +7,7 @@
 
 namespace gpt {
 
-const std::set<std::string> kTrainSwitches = {"--resume", "--no-sync", "--quiet", "--json"};
+const std::set<std::string> kTrainSwitches = {"--resume", "--no-sync", "--quiet", "--json", "--no-preflight"};
 
 const char* kModelFlagsHelp =
     "model:\n"
@@ -38,7 +38,9 @@ const char* kTrainFlagsHelp =
     "  --val-every N  --val-batches N (8)  --sample-every N  --sample-tokens N (64)  --temperature F (1)  --top-k K (0)\n"
     "  --tokenizer byte|gpt2|auto|none  --data-dir DIR (found next to the binary)  --metrics FILE.jsonl  --trace FILE.json\n"
     "  --peak-tflops F      peak for MFU (default: cuda the GPU's dense bf16 peak, 989 on H100/H200 SXM; cpu measured sgemm)\n"
-    "  --max-bad-steps N    consecutive non-finite steps before stopping (10)   --quiet\n";
+    "  --max-bad-steps N    consecutive non-finite steps before stopping (10)   --quiet\n"
+    "  --no-preflight       skip the check that the run fits in memory before it allocates\n"
+    "  --timeout S          end the job when a rank makes no progress for S seconds (900; 0 = never)\n";
 
 GPTConfig parse_model_flags(Flags& f, std::string* name, const std::string& default_config) {
   *name = f.str("--config", default_config);
@@ -123,6 +125,8 @@ TrainOptions parse_train_flags(Flags& f, const std::string& default_config) {
   o.peak_tflops = f.f64("--peak-tflops", 0, 0, 1e6);
   o.max_bad_steps = f.i32("--max-bad-steps", 10, 1, 1 << 30);
   o.quiet = f.on("--quiet");
+  o.no_preflight = f.on("--no-preflight");
+  o.timeout_s = f.f64("--timeout", 900, 0, 1e7);
   return o;
 }
 

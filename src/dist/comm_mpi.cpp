@@ -34,6 +34,7 @@
 #include "src/dist/comm_volume.h"
 #include "src/dist/comm_world.h"
 #include "src/dist/mpi_check.h"
+#include "src/util/watchdog.h"
 
 namespace gpt {
 namespace {
@@ -71,10 +72,10 @@ bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
 // One in-flight collective: the request, its ledger bytes, and the avg scaling that follows the sum.
 class MpiWork : public Work {
  public:
-  MpiWork(MPI_Request req, CommLedger* ledger, int64_t bytes, void* avg_buf, DType avg_dt, size_t avg_count,
-          int world)
-      : req_(req), ledger_(ledger), bytes_(bytes), avg_buf_(avg_buf), avg_dt_(avg_dt), avg_count_(avg_count),
-        world_(world) {}
+  MpiWork(MPI_Request req, const char* what, CommLedger* ledger, int64_t bytes, void* avg_buf, DType avg_dt,
+          size_t avg_count, int world)
+      : req_(req), what_(what), ledger_(ledger), bytes_(bytes), avg_buf_(avg_buf), avg_dt_(avg_dt),
+        avg_count_(avg_count), world_(world) {}
   ~MpiWork() override {
     if (done_) return;
     try {
@@ -88,6 +89,7 @@ class MpiWork : public Work {
   void wait() override {
     if (done_) return;
     done_ = true;  // set first: a failed MPI_Wait is fatal and must not be retried by the destructor
+    watchdog::beat(what_);
     MPI_CHECK(MPI_Wait(&req_, MPI_STATUS_IGNORE));
     ledger_->add_in_flight(-bytes_);
     if (avg_buf_) mean_from_sum();
@@ -107,6 +109,7 @@ class MpiWork : public Work {
   }
 
   MPI_Request req_;
+  const char* what_;  // the collective, for the watchdog
   CommLedger* ledger_;
   int64_t bytes_;
   void* avg_buf_;  // null unless ReduceOp::avg
@@ -127,6 +130,7 @@ class MpiCommunicator : public Communicator {
     MPI_Comm node;  // the ranks of comm_ that share this node's memory, ordered by their rank in comm_
     MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
     MPI_CHECK(MPI_Comm_rank(node, &local_rank_));
+    MPI_CHECK(MPI_Comm_size(node, &local_size_));
     MPI_CHECK(MPI_Comm_free(&node));
   }
   ~MpiCommunicator() override {
@@ -138,17 +142,23 @@ class MpiCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int world() const override { return world_; }
   int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
 
   WorkPtr all_gather_async(void* out, const void* in, size_t count, DType dt) override;
   WorkPtr reduce_scatter_async(void* out, const void* in, size_t count, DType dt, ReduceOp op) override;
   WorkPtr all_reduce_async(void* buf, size_t count, DType dt, ReduceOp op) override;
   void broadcast(void* buf, size_t bytes, int root) override;
-  void barrier() override { MPI_CHECK(MPI_Barrier(comm_)); }
+  void barrier() override {
+    watchdog::beat("barrier");
+    MPI_CHECK(MPI_Barrier(comm_));
+  }
   double all_reduce_scalar(double x, ReduceOp op) override {
+    watchdog::beat("all-reduce of a scalar");
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, comm_));
     return op == ReduceOp::avg ? x / world_ : x;
   }
   double all_reduce_max(double x) override {
+    watchdog::beat("all-reduce of a scalar");
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_MAX, comm_));
     return x;
   }
@@ -169,11 +179,11 @@ class MpiCommunicator : public Communicator {
   WorkPtr started(MPI_Request req, CollKind kind, int64_t bytes, void* avg_buf, DType dt, size_t avg_count) {
     ledger_.record(kind, bytes);
     ledger_.add_in_flight(bytes);
-    return std::make_unique<MpiWork>(req, &ledger_, bytes, avg_buf, dt, avg_count, world_);
+    return std::make_unique<MpiWork>(req, collkind_name(kind), &ledger_, bytes, avg_buf, dt, avg_count, world_);
   }
 
   MPI_Comm comm_;
-  int rank_ = 0, world_ = 1, local_rank_ = 0;
+  int rank_ = 0, world_ = 1, local_rank_ = 0, local_size_ = 1;
 };
 
 WorkPtr MpiCommunicator::all_gather_async(void* out, const void* in, size_t count, DType dt) {

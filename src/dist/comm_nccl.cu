@@ -1,7 +1,10 @@
 // The NCCL communicator for GPU ranks (one rank per GPU), behind the same interface as the MPI one.
 //
 // Streams: every collective runs on the communicator's own high-priority stream, so it overlaps with the
-// compute stream of the cuda backend. A collective first records an event on the compute stream and makes
+// compute stream of the cuda backend. A communicator made by split() shares its parent's stream (hybrid
+// sharding: the shard and the replica communicators): NCCL warns that collectives of two communicators in
+// flight on different streams can deadlock (each waiting for SMs or peers the other holds), while on one
+// stream they run in the order every rank issues them. A collective first records an event on the compute stream and makes
 // the comm stream wait for it (its inputs, written by earlier ops, are then ready), launches the NCCL call,
 // then records a "done" event on the comm stream. Work::wait() makes the COMPUTE stream wait for "done"
 // (cudaStreamWaitEvent): it never blocks the host. The result is ready for every op and copy queued on the
@@ -60,7 +63,7 @@ struct EventDestroy {
   void operator()(CUevent_st* e) const { cudaEventDestroy(e); }
 };
 using CommHandle = std::unique_ptr<ncclComm, CommDestroy>;
-using StreamHandle = std::unique_ptr<CUstream_st, StreamDestroy>;
+using StreamHandle = std::shared_ptr<CUstream_st>;  // shared by a communicator and its splits
 using EventHandle = std::unique_ptr<CUevent_st, EventDestroy>;
 
 EventHandle make_event() {
@@ -116,8 +119,10 @@ class NcclWork : public Work {
 class NcclCommunicator final : public Communicator {
  public:
   // Takes ownership of `comm`; `host` is a private MPI communicator over the same ranks in the same order.
-  NcclCommunicator(std::unique_ptr<Communicator> host, ncclComm_t comm, Backend& backend)
-      : host_(std::move(host)), comm_(comm), backend_(&backend), compute_(cuda_compute_stream(backend)) {
+  // `stream`: the comm stream to share (a split's parent's), or null to create one.
+  NcclCommunicator(std::unique_ptr<Communicator> host, ncclComm_t comm, Backend& backend, StreamHandle stream = nullptr)
+      : host_(std::move(host)), comm_(comm), backend_(&backend), compute_(cuda_compute_stream(backend)),
+        stream_(std::move(stream)) {
     int nccl_rank = -1, nccl_world = -1;
     NCCL_CHECK(ncclCommUserRank(comm_.get(), &nccl_rank));
     NCCL_CHECK(ncclCommCount(comm_.get(), &nccl_world));
@@ -125,11 +130,13 @@ class NcclCommunicator final : public Communicator {
     world_ = host_->world();
     GPT_CHECK(nccl_rank == rank_ && nccl_world == world_, "nccl: NCCL rank ", nccl_rank, " of ", nccl_world,
               " does not match MPI rank ", rank_, " of ", world_);
-    int lowest = 0, highest = 0;  // numerically lower = higher priority
-    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
-    cudaStream_t s = nullptr;
-    CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, highest));
-    stream_.reset(s);
+    if (!stream_) {
+      int lowest = 0, highest = 0;  // numerically lower = higher priority
+      CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
+      cudaStream_t s = nullptr;
+      CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, highest));
+      stream_.reset(s, StreamDestroy{});
+    }
     ready_ = make_event();
   }
   ~NcclCommunicator() override {
@@ -140,6 +147,7 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int world() const override { return world_; }
   int local_rank() const override { return host_->local_rank(); }
+  int local_size() const override { return host_->local_size(); }
 
   WorkPtr all_gather_async(void* out, const void* in, size_t count, DType dt) override;
   WorkPtr reduce_scatter_async(void* out, const void* in, size_t count, DType dt, ReduceOp op) override;
@@ -233,7 +241,7 @@ std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
   ncclComm_t sub = nullptr;
   NCCL_CHECK(ncclCommSplit(comm_.get(), color, key, &sub, nullptr));
   GPT_CHECK(sub, "nccl split: ncclCommSplit returned no communicator for color ", color);
-  return std::make_unique<NcclCommunicator>(std::move(host), sub, *backend_);
+  return std::make_unique<NcclCommunicator>(std::move(host), sub, *backend_, stream_);  // one stream for both
 }
 
 // The per-rank device checks, run before NCCL starts: the backend's device is current on this thread, and

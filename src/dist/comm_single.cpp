@@ -27,6 +27,7 @@ class SingleCommunicator : public Communicator {
   int rank() const override { return 0; }
   int world() const override { return 1; }
   int local_rank() const override { return 0; }
+  int local_size() const override { return 1; }
 
   WorkPtr all_gather_async(void* out, const void* in, size_t count, DType dt) override {
     copy(out, in, count * dtype_size(dt), "all_gather");

@@ -38,6 +38,8 @@ class Communicator {
   // This rank's index among the ranks of this communicator on the same node (shared memory), 0-based:
   // what picks the rank's GPU (make_backend), whichever launcher started the job.
   virtual int local_rank() const = 0;
+  // The ranks of this communicator on this node (they share its host memory: pre-flight counts them).
+  virtual int local_size() const = 0;
 
   // out (world*count) = concat over ranks of in (count); `in` may alias out + rank*count.
   virtual WorkPtr all_gather_async(void* out, const void* in, size_t count, DType dt) = 0;

@@ -77,42 +77,42 @@ int heads_from_metadata(const std::string& value, const char* key, const std::st
   return std::stoi(value);
 }
 
-}  // namespace
-
-HfImport import_hf_gpt2(const std::string& path, int num_heads) {
-  SafetensorsReader file(path);
-
-  // --- names: strip the prefix, sort into top-level and per-layer tensors ------------------------------
-  std::map<std::string, const StTensor*> top;             // wte.weight, wpe.weight, ln_f.*, lm_head.weight
-  std::map<int, std::vector<const StTensor*>> layers;    // layer -> kBlock order
+// The file's tensors sorted by role, every name known and none missing.
+struct HfNames {
+  std::map<std::string, const StTensor*> top;           // wte.weight, wpe.weight, ln_f.*, lm_head.weight
+  std::map<int, std::vector<const StTensor*>> layers;  // layer -> kBlock order
   int skipped = 0, prefixed = 0;
+  int num_layers() const { return layers.rbegin()->first + 1; }
+};
+
+HfNames sort_names(const SafetensorsReader& file, const std::string& path) {
+  HfNames n;
   std::set<std::string> seen;
   for (const StTensor& t : file.tensors()) {
     std::string name = t.name;
     if (name.compare(0, std::strlen(kPrefix), kPrefix) == 0) {
       name = name.substr(std::strlen(kPrefix));
-      prefixed++;
+      n.prefixed++;
     }
     GPT_CHECK(seen.insert(name).second, path, ": tensor '", name,
               "' appears twice (with and without the 'transformer.' prefix)");
     if (name == "wte.weight" || name == "wpe.weight" || name == "ln_f.weight" || name == "ln_f.bias" ||
         name == "lm_head.weight") {
-      top[name] = &t;
+      n.top[name] = &t;
       continue;
     }
     int layer;
     std::string rest;
     bool known = false;
     if (parse_block_name(name, &layer, &rest)) {
-      for (const char* s : kSkipped)
-        if (rest == s) known = true;
+      for (const char* s : kSkipped) known |= rest == s;
       if (known) {
-        skipped++;
+        n.skipped++;
         continue;
       }
       for (int k = 0; k < kBlockTensors; k++) {
         if (rest != kBlock[k].hf) continue;
-        auto& slots = layers[layer];
+        auto& slots = n.layers[layer];
         slots.resize(kBlockTensors, nullptr);
         slots[k] = &t;
         known = true;
@@ -121,20 +121,42 @@ HfImport import_hf_gpt2(const std::string& path, int num_heads) {
     GPT_CHECK(known, path, ": unexpected tensor '", t.name, "': not part of Hugging Face's GPT-2 layout (wte, wpe, "
               "h.<i>.{ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj}, ln_f, lm_head)");
   }
-  for (const char* n : {"wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias"})
-    GPT_CHECK(top.count(n), path, ": missing tensor '", n, "' (a Hugging Face GPT-2 model has it)");
-  GPT_CHECK(!layers.empty(), path, ": no transformer blocks (tensors h.0.*) in the file");
-  const int L = layers.rbegin()->first + 1;
+  for (const char* name : {"wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias"})
+    GPT_CHECK(n.top.count(name), path, ": missing tensor '", name, "' (a Hugging Face GPT-2 model has it)");
+  GPT_CHECK(!n.layers.empty(), path, ": no transformer blocks (tensors h.0.*) in the file");
+  const int L = n.num_layers();
   for (int l = 0; l < L; l++) {
-    auto it = layers.find(l);
+    auto it = n.layers.find(l);
     for (int k = 0; k < kBlockTensors; k++)
-      GPT_CHECK(it != layers.end() && it->second[k], path, ": missing tensor 'h.", l, ".", kBlock[k].hf,
+      GPT_CHECK(it != n.layers.end() && it->second[k], path, ": missing tensor 'h.", l, ".", kBlock[k].hf,
                 "' (layer ", l, " of ", L, ", the highest layer in the file being h.", L - 1, ")");
   }
+  return n;
+}
 
-  // --- the shape, from wte and wpe ------------------------------------------------------------------------
-  const StTensor& wte = *top["wte.weight"];
-  const StTensor& wpe = *top["wpe.weight"];
+// The number of heads (see hf_gpt2.h for the order of the sources) and a note saying which source gave it.
+int resolve_heads(const SafetensorsReader& file, int C, int num_heads, const std::string& path, std::string* note) {
+  if (num_heads > 0) {
+    *note = "heads given";
+    return num_heads;
+  }
+  for (const char* key : {"n_head", "num_attention_heads"}) {
+    if (const std::string* v = file.find_metadata(key)) {
+      *note = str("heads from __metadata__ ", key);
+      return heads_from_metadata(*v, key, path);
+    }
+  }
+  GPT_CHECK(C % kHeadSize == 0, path, ": cannot infer the number of heads: C = ", C,
+            " is not a multiple of 64 (GPT-2's head size) and the file's __metadata__ has no n_head; pass --n-head");
+  *note = "heads = C/64";
+  return C / kHeadSize;
+}
+
+// L from the blocks, C and V from wte, maxT from wpe; the heads as resolve_heads finds them.
+GPTConfig shape_of(const SafetensorsReader& file, const HfNames& n, int num_heads, const std::string& path,
+                   std::string* heads_note) {
+  const StTensor& wte = *n.top.at("wte.weight");
+  const StTensor& wpe = *n.top.at("wpe.weight");
   GPT_CHECK(wte.shape.size() == 2 && wte.shape[0] > 0 && wte.shape[1] > 0, path, ": tensor 'wte.weight' has shape ",
             shape_str(wte.shape), ", expected [V, C] (vocabulary, channels)");
   GPT_CHECK(wpe.shape.size() == 2 && wpe.shape[0] > 0 && wpe.shape[1] == wte.shape[1], path,
@@ -142,37 +164,24 @@ HfImport import_hf_gpt2(const std::string& path, int num_heads) {
             "] (C = ", wte.shape[1], " from wte.weight)");
   GPT_CHECK(wte.shape[0] <= INT32_MAX && wte.shape[1] <= INT32_MAX && wpe.shape[0] <= INT32_MAX, path,
             ": dimensions of wte.weight ", shape_str(wte.shape), " / wpe.weight ", shape_str(wpe.shape), " are too large");
-  const int C = (int)wte.shape[1];
-  std::string heads_note;
-  if (num_heads > 0) {
-    heads_note = "heads given";
-  } else if (const std::string* v = file.find_metadata("n_head")) {
-    num_heads = heads_from_metadata(*v, "n_head", path);
-    heads_note = "heads from __metadata__ n_head";
-  } else if (const std::string* v = file.find_metadata("num_attention_heads")) {
-    num_heads = heads_from_metadata(*v, "num_attention_heads", path);
-    heads_note = "heads from __metadata__ num_attention_heads";
-  } else {
-    GPT_CHECK(C % kHeadSize == 0, path, ": cannot infer the number of heads: C = ", C,
-              " is not a multiple of 64 (GPT-2's head size) and the file's __metadata__ has no n_head; pass --n-head");
-    num_heads = C / kHeadSize;
-    heads_note = "heads = C/64";
-  }
-  HfImport r;
-  GPTConfig& cfg = r.weights.config;
+  GPTConfig cfg;
   cfg.vocab_size = (int)wte.shape[0];
-  cfg.channels = C;
+  cfg.channels = (int)wte.shape[1];
   cfg.max_seq_len = (int)wpe.shape[0];
-  cfg.num_layers = L;
-  cfg.num_heads = num_heads;
+  cfg.num_layers = n.num_layers();
+  cfg.num_heads = resolve_heads(file, cfg.channels, num_heads, path, heads_note);
   try {
     cfg.finalize();
   } catch (const Error& e) {
     fail(path, ": the model's shape is not supported (", e.what(), ")");
   }
-  const Layout layout(cfg);
+  return cfg;
+}
 
-  // --- every tensor's shape and dtype, before reading data ---------------------------------------------
+// Every tensor's shape and dtype against the layout, before any data is read. Returns the dtypes seen.
+std::set<std::string> check_tensors(const HfNames& n, const Layout& layout, const std::string& path) {
+  const GPTConfig& cfg = layout.config();
+  const int64_t C = cfg.channels;
   std::set<std::string> dtypes;
   auto check = [&](const StTensor& t, const std::vector<int64_t>& want, const char* why) {
     GPT_CHECK(t.shape == want, path, ": tensor '", t.name, "' has shape ", shape_str(t.shape), ", expected ",
@@ -181,58 +190,72 @@ HfImport import_hf_gpt2(const std::string& path, int num_heads) {
               t.name, "' has dtype ", st_dtype_name(t.dtype), ", expected F32, F16 or BF16");
     dtypes.insert(st_dtype_name(t.dtype));
   };
+  const StTensor& wte = *n.top.at("wte.weight");
   check(wte, wte.shape, "[V, C]");
-  check(wpe, wpe.shape, "[maxT, C]");
-  check(*top["ln_f.weight"], {C}, "C from wte.weight");
-  check(*top["ln_f.bias"], {C}, "C from wte.weight");
-  const StTensor* lm_head = top.count("lm_head.weight") ? top["lm_head.weight"] : nullptr;
-  if (lm_head) check(*lm_head, wte.shape, "tied to wte.weight");
+  check(*n.top.at("wpe.weight"), n.top.at("wpe.weight")->shape, "[maxT, C]");
+  check(*n.top.at("ln_f.weight"), {C}, "C from wte.weight");
+  check(*n.top.at("ln_f.bias"), {C}, "C from wte.weight");
+  if (n.top.count("lm_head.weight")) check(*n.top.at("lm_head.weight"), wte.shape, "tied to wte.weight");
   const UnitSpec& block0 = layout.unit(layout.block_unit(0));
-  for (int l = 0; l < L; l++)
+  for (int l = 0; l < cfg.num_layers; l++)
     for (int k = 0; k < kBlockTensors; k++)
-      check(*layers[l][k], hf_shape(block0.tensor(kBlock[k].ours), kBlock[k].conv1d),
+      check(*n.layers.at(l)[k], hf_shape(block0.tensor(kBlock[k].ours), kBlock[k].conv1d),
             kBlock[k].conv1d ? "a Conv1D weight [in, out], C from wte.weight" : "C from wte.weight");
+  return dtypes;
+}
 
-  // --- the data -------------------------------------------------------------------------------------------
-  auto& units = r.weights.units;
+// The tensors' data into our units (Conv1D weights transposed); an lm_head must equal wte.
+void read_weights(const SafetensorsReader& file, const HfNames& n, const Layout& layout, const std::string& path,
+                  std::vector<std::vector<float>>& units) {
+  const int64_t C = layout.config().channels;
   units.resize(layout.num_units());
   for (int u = 0; u < layout.num_units(); u++) units[u].assign((size_t)layout.unit(u).numel, 0.0f);
-  const UnitSpec& embed = layout.unit(layout.embed_unit());
-  std::vector<float> v = file.read_f32(wte);  // (V, C); rows V..Vp-1 of our wte stay zero
-  std::memcpy(units[0].data() + embed.tensor("wte").offset, v.data(), v.size() * sizeof(float));
-  if (lm_head) {
-    const std::vector<float> head = file.read_f32(*lm_head);  // (V, C)
+  auto put = [&](int u, const char* ours, const std::vector<float>& v) {
+    std::memcpy(units[u].data() + layout.unit(u).tensor(ours).offset, v.data(), v.size() * sizeof(float));
+  };
+  std::vector<float> v = file.read_f32(*n.top.at("wte.weight"));  // (V, C); rows V..Vp-1 of our wte stay zero
+  put(layout.embed_unit(), "wte", v);
+  if (n.top.count("lm_head.weight")) {
+    const std::vector<float> head = file.read_f32(*n.top.at("lm_head.weight"));  // (V, C)
     for (size_t i = 0; i < v.size(); i++)
       GPT_CHECK(std::memcmp(&head[i], &v[i], sizeof(float)) == 0, path, ": lm_head.weight differs from wte.weight at [",
                 i / C, ", ", i % C, "] (", head[i], " vs ", v[i], "): our model ties the output layer to the token "
                 "embedding, so an untied lm_head cannot be imported");
   }
-  v = file.read_f32(wpe);
-  std::memcpy(units[0].data() + embed.tensor("wpe").offset, v.data(), v.size() * sizeof(float));
-  for (int l = 0; l < L; l++) {
-    const UnitSpec& unit = layout.unit(layout.block_unit(l));
-    float* dst = units[layout.block_unit(l)].data();
+  put(layout.embed_unit(), "wpe", file.read_f32(*n.top.at("wpe.weight")));
+  for (int l = 0; l < layout.config().num_layers; l++) {
+    const int u = layout.block_unit(l);
     for (int k = 0; k < kBlockTensors; k++) {
-      const TensorSpec& t = unit.tensor(kBlock[k].ours);
-      v = file.read_f32(*layers[l][k]);
+      const TensorSpec& t = layout.unit(u).tensor(kBlock[k].ours);
+      v = file.read_f32(*n.layers.at(l)[k]);
       if (kBlock[k].conv1d) {
-        transpose(v.data(), dst + t.offset, t.cols, t.rows);  // hf (in, out) -> ours (out, in)
+        transpose(v.data(), units[u].data() + t.offset, t.cols, t.rows);  // hf (in, out) -> ours (out, in)
       } else {
-        std::memcpy(dst + t.offset, v.data(), v.size() * sizeof(float));
+        put(u, kBlock[k].ours, v);
       }
     }
   }
-  const UnitSpec& head = layout.unit(layout.head_unit());
-  for (const auto& [hf, ours] : {std::pair<const char*, const char*>{"ln_f.weight", "lnfw"}, {"ln_f.bias", "lnfb"}}) {
-    v = file.read_f32(*top[hf]);
-    std::memcpy(units[layout.head_unit()].data() + head.tensor(ours).offset, v.data(), v.size() * sizeof(float));
-  }
+  put(layout.head_unit(), "lnfw", file.read_f32(*n.top.at("ln_f.weight")));
+  put(layout.head_unit(), "lnfb", file.read_f32(*n.top.at("ln_f.bias")));
+}
 
+}  // namespace
+
+HfImport import_hf_gpt2(const std::string& path, int num_heads) {
+  SafetensorsReader file(path);
+  const HfNames names = sort_names(file, path);
+  std::string heads_note;
+  HfImport r;
+  GPTConfig& cfg = r.weights.config;
+  cfg = shape_of(file, names, num_heads, path, &heads_note);
+  const Layout layout(cfg);
+  const std::set<std::string> dtypes = check_tensors(names, layout, path);
+  read_weights(file, names, layout, path, r.weights.units);
   std::string dt;
   for (const std::string& d : dtypes) dt += (dt.empty() ? "" : "+") + d;
-  r.summary = str(dt, " weights, ", heads_note, prefixed ? ", 'transformer.' prefix" : "",
-                  lm_head ? ", lm_head.weight tied to wte" : "",
-                  skipped ? str(", skipped ", skipped, " attention mask buffers") : std::string(),
+  r.summary = str(dt, " weights, ", heads_note, names.prefixed ? ", 'transformer.' prefix" : "",
+                  names.top.count("lm_head.weight") ? ", lm_head.weight tied to wte" : "",
+                  names.skipped ? str(", skipped ", names.skipped, " attention mask buffers") : std::string(),
                   cfg.padded_vocab_size != cfg.vocab_size ? str(", vocabulary padded to ", cfg.padded_vocab_size) : "");
   return r;
 }

@@ -1,5 +1,5 @@
 // The activation plan and its allocation (activations.h). The constructor allocates exactly the plan's
-// buffers, so the plan's total is what the ledger records under `activation`.
+// buffers, so the plan's totals are what the ledger records under `activation` (device and host domains).
 #include "src/model/activations.h"
 
 #include "src/core/size_math.h"
@@ -48,6 +48,7 @@ ActivationPlan plan_activations(const GPTConfig& cfg, const RecomputePolicy& pol
   p.narrow = sat_mul({N, C, cs});
   p.wide = sat_mul({N, 4 * C, cs});
   p.logits = sat_mul({N, cfg.padded_vocab_size, cs});
+  p.host_row = sat_mul({N, 4});
   return p;
 }
 
@@ -59,12 +60,21 @@ int64_t ActivationPlan::total_bytes() const {
     t = sat_add({t, sat_mul({layers_keeping + (scratch[f] ? 1 : 0), field_bytes[f]})});
   }
   const int64_t L = (int64_t)kept.size();
-  return sat_add({t, sat_mul({L + 1, resid}), sat_mul({5, row_f32}), sat_mul({4, narrow}), sat_mul({2, wide}), logits});
+  return sat_add({t, sat_mul({L + 1, resid}), sat_mul({5, row_f32}), sat_mul({4, narrow}), sat_mul({2, wide}), logits,
+                  loss_sum});
 }
+
+int64_t ActivationPlan::host_bytes() const { return sat_mul({2, host_row}); }
 
 void* Activations::take(size_t bytes) {
   void* p = be_.alloc(bytes, MemCat::activation);
   owned_.push_back(p);
+  return p;
+}
+
+void* Activations::take_host(size_t bytes) {
+  void* p = be_.alloc_host(bytes, MemCat::activation);
+  owned_host_.push_back(p);
   return p;
 }
 
@@ -117,10 +127,15 @@ Activations::Activations(Backend& be, const GPTConfig& cfg, const RecomputePolic
   dwide_b = take((size_t)p.wide);
   dnarrow_a = take((size_t)p.narrow);
   dnarrow_b = take((size_t)p.narrow);
+  loss_sum = static_cast<double*>(take((size_t)p.loss_sum));
+  be.zero(loss_sum, (size_t)p.loss_sum);
+  host_inputs = static_cast<int*>(take_host((size_t)p.host_row));
+  host_targets = static_cast<int*>(take_host((size_t)p.host_row));
 }
 
 Activations::~Activations() {
   for (void* p : owned_) be_.free(p);
+  for (void* p : owned_host_) be_.free_host(p);
 }
 
 }  // namespace gpt

@@ -52,8 +52,12 @@ struct ActivationPlan {
   int64_t narrow = 0;     // (N, C): lnf, dres, dnarrow_a, dnarrow_b
   int64_t wide = 0;       // (N, 4C): dwide_a, dwide_b
   int64_t logits = 0;     // (N, Vp)
-  // The sum of every buffer above (saturating at INT64_MAX, like the sizes themselves).
+  int64_t loss_sum = 8;   // one fp64: the running sum of per-token losses (GPT::take_loss_sum)
+  int64_t host_row = 0;   // (N) int32 in host memory (pinned on cuda): the staging of inputs, of targets
+  // The sum of every device buffer above (saturating at INT64_MAX, like the sizes themselves).
   int64_t total_bytes() const;
+  // The host-domain buffers: the two token-id stagings.
+  int64_t host_bytes() const;
 };
 ActivationPlan plan_activations(const GPTConfig& cfg, const RecomputePolicy& policy, int B, int T, int64_t compute_size,
                                 int64_t attention_state_bytes);
@@ -76,6 +80,9 @@ class Activations {
   float* losses = nullptr;        // (N)
   int* inputs = nullptr;          // (N) token ids on the device
   int* targets = nullptr;         // (N)
+  double* loss_sum = nullptr;     // (1)  sum of the per-token losses of the backwards since the last read
+  int* host_inputs = nullptr;     // (N) host staging (Backend::alloc_host: pinned on cuda) of inputs
+  int* host_targets = nullptr;    // (N) and of targets
   // Backward scratch (activation gradients).
   void* dres = nullptr;           // (N, C)  gradient of the residual stream
   void* dwide_a = nullptr;        // (N, 4C)
@@ -85,8 +92,9 @@ class Activations {
 
  private:
   Backend& be_;
-  std::vector<void*> owned_;
+  std::vector<void*> owned_, owned_host_;
   void* take(size_t bytes);
+  void* take_host(size_t bytes);
   void place(BlockActs& a, BlockField f, bool own, const BlockActs& shared, const ActivationPlan& p);
 };
 

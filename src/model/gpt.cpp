@@ -4,9 +4,14 @@
 //   lnf -> logits = lnf @ wte^T (tied) -> softmax cross-entropy over the first V columns
 // Backward walks the same list in reverse. Recomputed layers re-run their forward (only the buffers they
 // did not keep) right before their backward, from the kept block input, with the same unit parameters.
+// Fusions: res2's add with ln2 (residual_layernorm_forward), the GELU's backward with fcproj's
+// (gelu_matmul_backward), each layernorm's backward with the residual-gradient sum
+// (layernorm_backward_residual), and in training the loss with dlogits (one classifier pass in backward,
+// whose summed loss stays on the device until take_loss_sum).
 #include "src/model/gpt.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "src/core/check.h"
 #include "src/core/rng.h"
@@ -54,13 +59,22 @@ void GPT::block_forward(int l, const BlockParams& p, const void* x, void* out, b
   if (run(k[F::ln1] && k[F::ln1_stats])) be_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1w, p.ln1b, N, C);
   if (run(k[F::qkv])) be_.matmul_forward(a.qkv, a.ln1, p.qkvw, p.qkvb, N, C, 3 * C);
   if (run(k[F::atty] && k[F::att_state])) be_.attention_forward(a.atty, a.att_state, a.qkv, B, T, C, NH);
+  const bool ln2 = run(k[F::ln2] && k[F::ln2_stats]);
   if (run(k[F::res2])) {
     be_.matmul_forward(tmp, a.atty, p.attprojw, p.attprojb, N, C, C);
-    be_.residual_forward(a.res2, x, tmp, (size_t)N * C);
+    if (ln2)  // the residual add and ln2 in one pass; the same values as the two ops
+      be_.residual_layernorm_forward(a.res2, a.ln2, a.ln2_mean, a.ln2_rstd, x, tmp, p.ln2w, p.ln2b, N, C);
+    else
+      be_.residual_forward(a.res2, x, tmp, (size_t)N * C);
+  } else if (ln2) {
+    be_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, N, C);
   }
-  if (run(k[F::ln2] && k[F::ln2_stats])) be_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, N, C);
-  if (run(k[F::fch]) && run(k[F::fch_gelu])) {  // one product with the GELU in its epilogue where the backend can
-    be_.matmul_gelu_forward(a.fch_gelu, a.fch, a.ln2, p.fcw, p.fcb, N, C, 4 * C);
+  // The GELU runs the same way in forward and in a recompute, so recomputed values are the forward's: one
+  // product with the GELU in its epilogue (the GELU of the fp32 product on cuda) when the layer keeps or
+  // drops fch and fch_gelu together; else (selective: fch kept, fch_gelu recomputed) the product, then the
+  // GELU of the stored pre-activation, which is what the recompute can re-run.
+  if (k[F::fch] == k[F::fch_gelu]) {
+    if (run(k[F::fch])) be_.matmul_gelu_forward(a.fch_gelu, a.fch, a.ln2, p.fcw, p.fcb, N, C, 4 * C);
   } else {
     if (run(k[F::fch])) be_.matmul_forward(a.fch, a.ln2, p.fcw, p.fcb, N, C, 4 * C);
     if (run(k[F::fch_gelu])) be_.gelu_forward(a.fch_gelu, a.fch, (size_t)N * 4 * C);
@@ -77,24 +91,21 @@ void GPT::block_backward(int l, const BlockParams& p, const BlockGrads& g, const
   const int B = acts_->B, T = acts_->T, N = B * T, C = c.channels, NH = c.num_heads;
   BlockActs& a = acts_->blocks[l];
   void* dres = acts_->dres;             // (N, C)
-  void* dfch_gelu = acts_->dwide_a;     // (N, 4C)
   void* dfch = acts_->dwide_b;          // (N, 4C)
   void* dln = acts_->dnarrow_a;         // (N, C)
   void* datty = acts_->dnarrow_b;       // (N, C)
-  void* dqkv = acts_->dwide_a;          // (N, 3C), reuses dfch_gelu's space once that is consumed
+  void* dqkv = acts_->dwide_a;          // (N, 3C)
 
-  // MLP branch: out = res2 + fcproj(gelu(fc(ln2(res2))))
-  be_.matmul_backward(dfch_gelu, g.fcprojw, g.fcprojb, dres, a.fch_gelu, p.fcprojw, N, 4 * C, C);
-  be_.gelu_backward(dfch, a.fch, dfch_gelu, (size_t)N * 4 * C);
+  // MLP branch: out = res2 + fcproj(gelu(fc(ln2(res2)))); fcproj's backward goes through the GELU at once
+  be_.gelu_matmul_backward(dfch, g.fcprojw, g.fcprojb, dres, a.fch_gelu, a.fch, p.fcprojw, N, 4 * C, C);
   be_.matmul_backward(dln, g.fcw, g.fcb, dfch, a.ln2, p.fcw, N, C, 4 * C);
-  be_.layernorm_backward(datty, g.ln2w, g.ln2b, dln, a.res2, p.ln2w, a.ln2_mean, a.ln2_rstd, N, C);
-  be_.residual_backward(dres, datty, (size_t)N * C);  // dres is now d/d(res2)
-  // attention branch: res2 = x + attproj(attention(qkv(ln1(x))))
+  be_.layernorm_backward_residual(dres, g.ln2w, g.ln2b, dln, a.res2, p.ln2w, a.ln2_mean, a.ln2_rstd, N, C);
+  // dres is now d/d(res2). attention branch: res2 = x + attproj(attention(qkv(ln1(x))))
   be_.matmul_backward(datty, g.attprojw, g.attprojb, dres, a.atty, p.attprojw, N, C, C);
   be_.attention_backward(dqkv, datty, a.qkv, a.atty, a.att_state, B, T, C, NH);
   be_.matmul_backward(dln, g.qkvw, g.qkvb, dqkv, a.ln1, p.qkvw, N, C, 3 * C);
-  be_.layernorm_backward(datty, g.ln1w, g.ln1b, dln, x, p.ln1w, a.ln1_mean, a.ln1_rstd, N, C);
-  be_.residual_backward(dres, datty, (size_t)N * C);  // dres is now d/d(x)
+  be_.layernorm_backward_residual(dres, g.ln1w, g.ln1b, dln, x, p.ln1w, a.ln1_mean, a.ln1_rstd, N, C);
+  // dres is now d/d(x)
 }
 
 void GPT::reserve_workspace(int B, int T) {
@@ -102,7 +113,24 @@ void GPT::reserve_workspace(int B, int T) {
   be_.reserve_workspace(B, T, c.channels, c.num_heads, 4 * c.channels);
 }
 
-float GPT::forward(const int* inputs, const int* targets, int B, int T, ParamSource& params) {
+// Copies the token ids into the pinned staging and from there to the device, on the copy stream; compute
+// waits for the copies on the device, the host does not. Before the staging is overwritten, the host waits
+// for the previous upload out of it (queued a micro-step ago behind the compute queued before it).
+void GPT::stage_tokens(const int* inputs, const int* targets, int N) {
+  const size_t bytes = sizeof(int) * (size_t)N;
+  if (staged_) be_.wait_copy_host(staged_);
+  std::memcpy(acts_->host_inputs, inputs, bytes);
+  uint64_t t = be_.copy_h2d_async(acts_->inputs, acts_->host_inputs, bytes);
+  if (targets) {
+    std::memcpy(acts_->host_targets, targets, bytes);
+    t = be_.copy_h2d_async(acts_->targets, acts_->host_targets, bytes);  // copies finish in issue order
+  }
+  be_.wait_copy_device(t);
+  staged_ = t;
+}
+
+// Everything up to the logits.
+void GPT::run_forward(const int* inputs, const int* targets, int B, int T, ParamSource& params) {
   const GPTConfig& c = config();
   GPT_CHECK(B >= 1 && T >= 1, "forward: B and T must be >= 1 (got B=", B, ", T=", T, ")");
   GPT_CHECK(T <= c.max_seq_len, "-T ", T, " exceeds the model's sequence length ", c.max_seq_len);
@@ -110,14 +138,15 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T, ParamSou
     GPT_CHECK(inputs[i] >= 0 && inputs[i] < c.vocab_size, "input token ", inputs[i], " at position ", i,
               " is outside the vocabulary [0, ", c.vocab_size, ")");
   if (!acts_ || acts_->B != B || acts_->T != T) {
-    acts_.reset();
+    std::unique_ptr<Activations> old = std::move(acts_);
     reserve_workspace(B, T);
     acts_ = std::make_unique<Activations>(be_, c, recompute_, B, T);
+    if (old) be_.copy_d2d(acts_->loss_sum, old->loss_sum, sizeof(double));  // the step's running loss total
+    staged_ = 0;  // the old staging is freed (after its copies, Backend::free_host waits for them)
   }
-  const int N = B * T, C = c.channels, L = c.num_layers, V = c.vocab_size, Vp = c.padded_vocab_size;
-  be_.copy_h2d(acts_->inputs, inputs, sizeof(int) * N);
+  const int N = B * T, C = c.channels, L = c.num_layers, Vp = c.padded_vocab_size;
   have_targets_ = targets != nullptr;
-  if (targets) be_.copy_h2d(acts_->targets, targets, sizeof(int) * N);
+  stage_tokens(inputs, targets, N);
 
   const void* embed = params.acquire(layout_.embed_unit(), Pass::forward);
   const void* wte = at(embed, layout_.wte_offset());
@@ -140,12 +169,23 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T, ParamSou
   trace::Scope ts(trace::kCompute, "forward lm_head", "compute");
   be_.matmul_forward(acts_->logits, acts_->lnf, wte, nullptr, N, C, Vp);
   params.release(layout_.embed_unit(), Pass::forward);
+}
+
+float GPT::forward(const int* inputs, const int* targets, int B, int T, ParamSource& params) {
+  run_forward(inputs, targets, B, T, params);
   if (!targets) return 0.0f;
-  be_.classifier_forward(acts_->losses, acts_->logits, acts_->targets, N, V, Vp);
+  const GPTConfig& c = config();
+  const int N = B * T;
+  be_.classifier_forward(acts_->losses, acts_->logits, acts_->targets, N, c.vocab_size, c.padded_vocab_size);
   std::vector<float> losses = losses_to_host();
   double sum = 0;
   for (float x : losses) sum += x;
   return (float)(sum / N);
+}
+
+void GPT::forward_train(const int* inputs, const int* targets, int B, int T, ParamSource& params) {
+  GPT_CHECK(targets, "forward_train: needs targets (the loss is computed in backward)");
+  run_forward(inputs, targets, B, T, params);
 }
 
 void GPT::backward(float dloss, ParamSource& params) {
@@ -161,7 +201,7 @@ void GPT::backward(float dloss, ParamSource& params) {
   void* dlnf = acts_->dnarrow_a;  // (N, C)
   {
     trace::Scope ts(trace::kCompute, "backward lm_head", "compute");
-    be_.classifier_backward(acts_->logits, acts_->losses, acts_->targets, dloss, N, V, Vp);
+    be_.classifier_backward(acts_->logits, acts_->losses, acts_->loss_sum, acts_->targets, dloss, N, V, Vp);
     be_.matmul_backward(dlnf, gembed + layout_.wte_offset(), nullptr, acts_->logits, acts_->lnf,
                         at(embed, layout_.wte_offset()), N, C, Vp);
   }
@@ -204,6 +244,15 @@ std::vector<float> GPT::losses_to_host() {
   be_.copy_d2h(out.data(), acts_->losses, out.size() * sizeof(float));
   be_.synchronize();
   return out;
+}
+
+double GPT::take_loss_sum() {
+  GPT_CHECK(acts_, "take_loss_sum: no forward has run");
+  double sum = 0;
+  be_.copy_d2h(&sum, acts_->loss_sum, sizeof(double));
+  be_.synchronize();
+  be_.zero(acts_->loss_sum, sizeof(double));
+  return sum;
 }
 
 void GPT::init_unit(const Layout& layout, int unit, uint64_t seed, float* out) {

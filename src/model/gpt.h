@@ -22,13 +22,21 @@ class GPT {
   Backend& backend() { return be_; }
   const RecomputePolicy& recompute() const { return recompute_; }
 
-  // Forward over host token ids (B*T). With targets: computes the per-token losses and returns their mean.
-  // Without targets (nullptr): computes logits only and returns 0. Allocates activations for (B, T) on
-  // first use or when the shape changes.
+  // Evaluation and sampling: forward over host token ids (B*T). With targets: the per-token losses of a
+  // forward-only classifier pass, returned as their mean (the host waits for the device). Without targets
+  // (nullptr): the logits only, returns 0. Allocates activations for (B, T) on first use or when the shape
+  // changes. Token ids go to the device through pinned staging buffers (Backend::alloc_host).
   float forward(const int* inputs, const int* targets, int B, int T, ParamSource& params);
-  // Backward of the last forward (which must have had targets). dloss is d(objective)/d(loss of one token),
-  // e.g. 1/(B*T*grad_accum_steps). Parameter gradients are accumulated into params.grad_buffer(u).
+  // Training: the forward of one micro-step, up to the logits, with the targets staged for backward. Nothing
+  // waits for the device: backward computes the losses and dlogits in one classifier pass.
+  void forward_train(const int* inputs, const int* targets, int B, int T, ParamSource& params);
+  // Backward of the last forward (either kind, with targets). dloss is d(objective)/d(loss of one token),
+  // e.g. 1/(B*T*grad_accum_steps). Parameter gradients are accumulated into params.grad_buffer(u). The
+  // micro-batch's summed per-token loss is added to a total kept on the device (take_loss_sum).
   void backward(float dloss, ParamSource& params);
+  // The sum of the per-token losses of every backward since the last call, read from the device (one host
+  // wait); the total restarts from 0. A trainer calls it once per step.
+  double take_loss_sum();
   // Logits of the last forward, (B, T, Vp) in compute dtype on the device.
   const void* logits() const { return acts_ ? acts_->logits : nullptr; }
   // Per-token losses of the last forward, copied to the host (B*T).
@@ -53,12 +61,15 @@ class GPT {
   void block_forward(int layer, const BlockParams& p, const void* x, void* out, bool only_scratch);
   void block_backward(int layer, const BlockParams& p, const BlockGrads& g, const void* x);
   const void* at(const void* base, int64_t elems) const;
+  void run_forward(const int* inputs, const int* targets, int B, int T, ParamSource& params);
+  void stage_tokens(const int* inputs, const int* targets, int N);
 
   Backend& be_;
   Layout layout_;
   RecomputePolicy recompute_;
   std::unique_ptr<Activations> acts_;
   bool have_targets_ = false;
+  uint64_t staged_ = 0;  // copy ticket of the last upload out of the pinned staging (0: none yet)
 };
 
 }  // namespace gpt

@@ -84,6 +84,7 @@ MemPlan plan_memory(const MemPlanInput& in) {
   const ActivationPlan acts =
       plan_activations(in.cfg, in.recompute, in.B, in.T, (int64_t)dtype_size(in.compute), attention_state_bytes(in));
   a.add(MemDomain::device, MemCat::activation, acts.total_bytes());
+  a.add(MemDomain::host, MemCat::activation, acts.host_bytes());  // the pinned token-id staging
   if (in.compute == DType::BF16) a.add(MemDomain::device, MemCat::workspace, cuda_workspace_bytes(in));
   MemPlan p;
   for (int d = 0; d < kMemDomains; d++) {

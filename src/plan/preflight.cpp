@@ -10,10 +10,6 @@
 namespace gpt {
 namespace {
 
-int64_t with_margin(int64_t bytes, const PreflightSpec& s) {
-  return sat_add({bytes, (int64_t)((double)bytes * s.margin), s.margin_bytes});
-}
-
 bool device_is_host(const MemoryAvailable& a) { return a.device < 0; }
 
 // One candidate: a change to the run and how to say it.
@@ -50,12 +46,16 @@ std::string domain_line(const char* name, int64_t need, int64_t have, const std:
 
 }  // namespace
 
+int64_t preflight_with_margin(int64_t bytes, const PreflightSpec& s) {
+  return sat_add({bytes, (int64_t)((double)bytes * s.margin), s.margin_bytes});
+}
+
 PreflightNeed preflight_need(const PreflightSpec& spec, const MemoryAvailable& avail) {
   const MemPlan p = plan_memory(spec.run);
   PreflightNeed n;
   const int64_t per_rank_host = device_is_host(avail) ? sat_add({p.device_peak, p.host_peak}) : p.host_peak;
-  n.host = sat_mul({spec.ranks_per_node, with_margin(per_rank_host, spec)});
-  n.device = device_is_host(avail) ? 0 : with_margin(p.device_peak, spec);
+  n.host = sat_mul({spec.ranks_per_node, preflight_with_margin(per_rank_host, spec)});
+  n.device = device_is_host(avail) ? 0 : preflight_with_margin(p.device_peak, spec);
   n.fits = n.host <= avail.host && (device_is_host(avail) || n.device <= avail.device);
   return n;
 }

@@ -44,6 +44,9 @@ struct PreflightNeed {
   bool fits = false;
 };
 
+// bytes plus the spec's margin (saturating).
+int64_t preflight_with_margin(int64_t bytes, const PreflightSpec& spec);
+
 // The need of one run (spec.run) against the availability. Throws the planner's errors for invalid input.
 PreflightNeed preflight_need(const PreflightSpec& spec, const MemoryAvailable& avail);
 

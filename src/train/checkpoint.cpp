@@ -15,6 +15,7 @@
 
 #include "src/dist/collective_check.h"
 #include "src/io/atomic_file.h"
+#include "src/util/watchdog.h"
 
 namespace fs = std::filesystem;
 
@@ -227,6 +228,7 @@ std::string save_checkpoint(const std::string& run_dir, FsdpEngine& engine, cons
         w.write(host.data(), host.size() * sizeof(float));
       }
       crash_hook(p.step, u, engine.num_units());
+      watchdog::beat("checkpoint write");
     }
     crc = w.crc32();
     bytes = (int64_t)w.bytes_written();
@@ -266,18 +268,21 @@ std::string find_latest_checkpoint(const std::string& run_dir) {
   return complete.empty() ? "" : complete.back();
 }
 
-TrainProgress load_checkpoint(const std::string& dir, FsdpEngine& engine) {
-  Communicator& world = engine.world();
-  Manifest man;
-  std::vector<RankFile> files;
+void verify_checkpoint(const std::string& dir, Communicator& world, const GPTConfig& run) {
   collective_check(world, "resume", [&] {
-    man = read_manifest(dir);
+    const Manifest man = read_manifest(dir);
     for (size_t i = world.rank(); i < man.files.size(); i += world.world()) verify_file(dir, man.files[i]);
-    files = read_all_headers(dir, man);
-    GPT_CHECK(files[0].config == engine.layout().config(), "checkpoint ", dir,
-              ": model config differs from this run (checkpoint ", files[0].config.describe(), "; run ",
-              engine.layout().config().describe(), ")");
+    const std::vector<RankFile> files = read_all_headers(dir, man);
+    GPT_CHECK(files[0].config == run, "checkpoint ", dir, ": model config differs from this run (checkpoint ",
+              files[0].config.describe(), "; run ", run.describe(), ")");
   });
+}
+
+TrainProgress load_checkpoint(const std::string& dir, FsdpEngine& engine, bool verify) {
+  Communicator& world = engine.world();
+  if (verify) verify_checkpoint(dir, world, engine.layout().config());
+  std::vector<RankFile> files;
+  collective_check(world, "resume", [&] { files = read_all_headers(dir, read_manifest(dir)); });
   std::vector<float> buf;
   for (int u = 0; u < engine.num_units(); u++) {
     const UnitGeometry& s = engine.shard(u);
@@ -294,6 +299,8 @@ TrainProgress load_checkpoint(const std::string& dir, FsdpEngine& engine) {
   p.bad_steps = (int)files[0].bad_steps;
   return p;
 }
+
+GPTConfig checkpoint_config(const std::string& dir) { return read_all_headers(dir, read_manifest(dir))[0].config; }
 
 ConsolidatedModel consolidate_checkpoint(const std::string& dir) {
   Manifest man = read_manifest(dir);

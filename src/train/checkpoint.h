@@ -34,7 +34,11 @@ std::string save_checkpoint(const std::string& run_dir, FsdpEngine& engine, cons
 std::string find_latest_checkpoint(const std::string& run_dir);
 // Loads a checkpoint into the engine (any world size), verifying manifest checksums and that the model
 // config matches. Throws gpt::Error naming the file on any mismatch.
-TrainProgress load_checkpoint(const std::string& ckpt_dir, FsdpEngine& engine);
+// verify = false skips the checksums when verify_checkpoint already ran on this directory.
+TrainProgress load_checkpoint(const std::string& ckpt_dir, FsdpEngine& engine, bool verify = true);
+// Collective: the manifest, every file's size and CRC-32, the headers, and the model config against the run's.
+// Throws gpt::Error naming the file on any mismatch (on every rank).
+void verify_checkpoint(const std::string& ckpt_dir, Communicator& world, const GPTConfig& run);
 
 // Offline: the full fp32 parameters of every unit of a checkpoint (for export), and its model config.
 struct ConsolidatedModel {
@@ -42,5 +46,7 @@ struct ConsolidatedModel {
   std::vector<std::vector<float>> units;
 };
 ConsolidatedModel consolidate_checkpoint(const std::string& ckpt_dir);
+// The model config of a checkpoint, from its manifest and file headers (no shard data read).
+GPTConfig checkpoint_config(const std::string& ckpt_dir);
 
 }  // namespace gpt

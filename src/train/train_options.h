@@ -47,6 +47,9 @@ struct TrainOptions {
   double peak_tflops = 0;          // --peak-tflops: for MFU (default: Backend::peak_flops)
   int max_bad_steps = 10;          // --max-bad-steps: consecutive non-finite steps before stopping
   bool quiet = false;              // --quiet: no per-step lines (bench)
+  std::string command = "train";   // the command running (messages): train or bench
+  bool no_preflight = false;
+  double timeout_s = 900;          // --timeout: a rank with no progress for this long ends the job (0 = never)       // --no-preflight: skip the memory check before allocating (plan/preflight.h)
 };
 
 }  // namespace gpt

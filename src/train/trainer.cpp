@@ -10,6 +10,7 @@
 #include "src/core/check.h"
 #include "src/dist/collective_check.h"
 #include "src/io/model_file.h"
+#include "src/runtime/preflight_run.h"
 #include "src/train/config_hash.h"
 #include "src/util/log.h"
 #include "src/util/trace.h"
@@ -19,9 +20,11 @@ namespace gpt {
 Trainer::Trainer(const TrainOptions& opt, Communicator& world) : opt_(opt), world_(world) {
   check_batch();
   rt_ = make_runtime(world_, opt_.device, opt_.attention);
-  make_model_and_engine();
-  open_data();
+  open_data();       // bad input is reported before anything else is printed
   load_tokenizer();
+  find_checkpoint();
+  preflight(world_, backend(), plan_input(), opt_.command, opt_.no_preflight, !opt_.quiet);
+  make_model_and_engine();
   set_schedule();
   init_params();
   start_instruments();
@@ -37,6 +40,20 @@ void Trainer::check_batch() {
             " must be a multiple of B*T*ranks = ", micro_tokens);
   accum_ = (int)(opt_.total_batch / micro_tokens);
   collective_check(world_, "start-up", [&] { check_same_config_on_all_ranks(world_, opt_); });
+}
+
+// The run as the memory planner sees it (what `gpt memplan` would be given for it).
+MemPlanInput Trainer::plan_input() {
+  MemPlanInput in;
+  in.cfg = opt_.model;
+  in.world = world_.world();
+  in.fsdp = opt_.fsdp;
+  in.recompute = opt_.recompute;
+  in.B = opt_.B;
+  in.T = opt_.T;
+  in.compute = backend().compute_dtype();
+  in.fused_attention = backend().fused_attention();
+  return in;
 }
 
 void Trainer::make_model_and_engine() {
@@ -95,17 +112,20 @@ Trainer::~Trainer() {
   if (metrics_) std::fclose(metrics_);
 }
 
+// --resume: the newest complete checkpoint, verified (checksums, headers, config) before anything is allocated.
+void Trainer::find_checkpoint() {
+  if (!opt_.resume) return;
+  GPT_CHECK(!opt_.out_dir.empty(), "--resume needs --out RUN_DIR");
+  resume_from_ = find_latest_checkpoint(opt_.out_dir);
+  if (!resume_from_.empty()) verify_checkpoint(resume_from_, world_, opt_.model);
+}
+
 void Trainer::init_params() {
   const Layout& layout = model_->layout();
-  std::string ckpt;
-  if (opt_.resume) {
-    GPT_CHECK(!opt_.out_dir.empty(), "--resume needs --out RUN_DIR");
-    ckpt = find_latest_checkpoint(opt_.out_dir);
-  }
-  if (!ckpt.empty()) {
-    progress_ = load_checkpoint(ckpt, *engine_);
+  if (!resume_from_.empty()) {
+    progress_ = load_checkpoint(resume_from_, *engine_, /*verify=*/false);
     if (train_loader_) train_loader_->set_position(progress_.data);
-    log_rank0(world_, "resumed from ", ckpt, " at step ", progress_.step);
+    log_rank0(world_, "resumed from ", resume_from_, " at step ", progress_.step);
     return;
   }
   ModelWeights w;
@@ -138,15 +158,17 @@ StepStats Trainer::step() {
   GPT_CHECK(train_loader_, "train: --train data is required");
   const auto t0 = now_seconds();
   engine_->begin_step();
-  double loss_sum = 0;
+  const double tokens = (double)opt_.B * opt_.T * accum_;  // this rank's tokens in the step
   const float dloss = 1.0f / ((float)opt_.B * opt_.T * accum_);
+  // The loss is computed in backward (one classifier pass: loss and dlogits) and summed on the device; the
+  // micro-steps never wait for it, and the step reads it once below.
   for (int micro = 0; micro < accum_; micro++) {
     engine_->begin_micro_step(micro == accum_ - 1);
     {
       trace::Scope ts(trace::kData, "next_batch", "data");
       train_loader_->next_batch(inputs_.data(), targets_.data());
     }
-    loss_sum += model_->forward(inputs_.data(), targets_.data(), opt_.B, opt_.T, *engine_);
+    model_->forward_train(inputs_.data(), targets_.data(), opt_.B, opt_.T, *engine_);
     model_->backward(dloss, *engine_);
   }
   {
@@ -154,7 +176,8 @@ StepStats Trainer::step() {
     engine_->finish_backward();
   }
   StepStats s;
-  s.loss = (float)(world_.world() > 1 ? world_.all_reduce_scalar(loss_sum / accum_, ReduceOp::avg) : loss_sum / accum_);
+  const double mean = model_->take_loss_sum() / tokens;
+  s.loss = (float)(world_.world() > 1 ? world_.all_reduce_scalar(mean, ReduceOp::avg) : mean);
   s.grad_norm = std::sqrt(engine_->grad_sumsq());
   if (inject_nan_) {
     s.loss = NAN;

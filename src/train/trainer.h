@@ -12,6 +12,7 @@
 #include "src/io/data_loader.h"
 #include "src/io/tokenizer.h"
 #include "src/model/gpt.h"
+#include "src/plan/memplan.h"
 #include "src/runtime/runtime.h"
 #include "src/train/checkpoint.h"
 #include "src/train/lr_schedule.h"
@@ -55,6 +56,8 @@ class Trainer {
  private:
   // construction, in order (trainer.cpp)
   void check_batch();           // -B, -T, --total-batch -> accum_; the same options on every rank
+  MemPlanInput plan_input();
+  void find_checkpoint();
   void make_model_and_engine();
   void open_data();             // --train's loader and the host staging buffers
   void load_tokenizer();        // for samples: --tokenizer, or by vocabulary size
@@ -77,6 +80,7 @@ class Trainer {
   std::unique_ptr<DataLoader> train_loader_;
   std::unique_ptr<Tokenizer> tokenizer_;
   LrSchedule lr_;
+  std::string resume_from_;  // --resume: the verified checkpoint directory, or ""
   TrainProgress progress_;
   int accum_ = 1;  // gradient accumulation: micro-steps per optimizer step
   PeakFlops peak_;

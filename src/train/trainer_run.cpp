@@ -12,6 +12,7 @@
 #include "src/util/progress.h"
 #include "src/util/signals.h"
 #include "src/util/trace.h"
+#include "src/util/watchdog.h"
 
 namespace gpt {
 
@@ -125,6 +126,7 @@ void Trainer::run() {
   for (int64_t i = first; i < opt_.steps; i++) {
     engine_->begin_traffic_step();
     backend().ledger().reset_peaks();
+    watchdog::at_step(i + 1);
     StepStats s = step();
     log_step(s);
     val = NAN;

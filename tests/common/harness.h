@@ -37,14 +37,15 @@ struct Harness {
       engine->set_unit_from_host(u, w.data());
     }
   }
-  // Loss and gradients (left in the grad shards) of one batch.
+  // Loss and gradients (left in the grad shards) of one batch, the way the trainer runs a step: forward to
+  // the logits, the loss computed by backward's classifier pass, read once at the end.
   float loss_and_grads(const std::vector<int>& in, const std::vector<int>& tg, int B, int T) {
     engine->begin_step();
     engine->begin_micro_step(true);
-    float loss = model->forward(in.data(), tg.data(), B, T, *engine);
+    model->forward_train(in.data(), tg.data(), B, T, *engine);
     model->backward(1.0f / (B * T), *engine);
     engine->finish_backward();
-    return loss;
+    return (float)(model->take_loss_sum() / ((double)B * T));
   }
   // One AdamW step after loss_and_grads; returns the loss.
   float train_step(const std::vector<int>& in, const std::vector<int>& tg, int B, int T, const OptimizerConfig& oc,

@@ -6,20 +6,39 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <stdexcept>
 
 namespace gpt::test {
 
 std::string source_dir() { return GPT_SOURCE_DIR; }
 std::string gpt_binary() { return GPT_BINARY; }
 
+// One root per test process, made by mkdtemp: a name that repeats across runs (a pid, in a container
+// whose pids repeat and whose /tmp outlives the run) could meet what an earlier run left there.
+static const std::filesystem::path& process_root() {
+  static const std::filesystem::path root = [] {
+    std::string pattern = (std::filesystem::temp_directory_path() / "gpt_test_XXXXXX").string();
+    if (!::mkdtemp(pattern.data())) throw std::runtime_error("cannot make a scratch directory under " + pattern);
+    return std::filesystem::path(pattern);
+  }();
+  return root;
+}
+
 std::string scratch_dir() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "scratch";
   for (auto& ch : name)
     if (ch == '/') ch = '_';
-  auto dir = std::filesystem::temp_directory_path() / ("gpt_test_" + std::to_string(getpid())) / name;
+  auto dir = process_root() / name;
   std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+std::string shared_scratch_dir(const std::string& name) {
+  const auto dir = process_root() / ("shared." + name);
   std::filesystem::create_directories(dir);
   return dir.string();
 }

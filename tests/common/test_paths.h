@@ -6,8 +6,12 @@
 namespace gpt::test {
 std::string source_dir();
 std::string gpt_binary();
-// A fresh, empty directory under the build tree, unique to the calling test.
+// A fresh, empty directory under this process's scratch root, unique to the calling test; each call
+// empties it again.
 std::string scratch_dir();
+// A directory under the same root, named by the caller, for what several calls share (tokenized data):
+// made once, never emptied by scratch_dir().
+std::string shared_scratch_dir(const std::string& name);
 // Runs a shell command, returns its exit status and (optionally) its combined stdout+stderr.
 int run_command(const std::string& cmd, std::string* output = nullptr);
 // Contents of a log file, or "" when it does not exist.

@@ -1,5 +1,6 @@
-// CUDA ops against their CPU twins: encoder, layernorm, matmul (the other ops: test_cuda_pointwise.cpp,
-// test_cuda_optim.cpp, test_cuda_attention.cpp). Every test skips when no GPU is visible and uses only the
+// CUDA ops against their CPU twins: encoder, layernorm (and its residual fusions), matmul (the other ops:
+// test_cuda_pointwise.cpp, test_cuda_optim.cpp, test_cuda_attention.cpp, test_cuda_matmul_gelu.cpp). Shapes
+// are chosen so each op runs both its 16-byte vector path and its one-element path. Every test skips when no GPU is visible and uses only the
 // Backend interface (make_backend("cuda") vs make_backend("cpu")), so this file builds without CUDA.
 //
 // How the tolerances are derived (not tuned):
@@ -18,6 +19,7 @@
 //  - The bounds are first order in u (terms of u^2 are below 1e-13 relative here) and computed per element
 //    from the reference's own magnitudes (|ref|, sum of |terms|), so they hold for any random draw.
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "tests/cuda/twin_util.h"
@@ -26,9 +28,10 @@ namespace gpt::test {
 namespace {
 
 // ---- encoder --------------------------------------------------------------------------------------------
-TEST_F(CudaTwin, EncoderForward) {
-  const int B = 3, T = 17, C = 40, Vp = 64, maxT = 32;
-  Rng rng(101);
+// C % 8 == 0 takes the 16-byte vector path, other widths the one-element path.
+void check_encoder_forward(Backend& gpu, Backend& cpu, int C, uint64_t seed) {
+  const int B = 3, T = 17, Vp = 64, maxT = 32;
+  Rng rng(seed);
   auto wte = uniform_bf16(rng, static_cast<size_t>(Vp) * C, -1, 1);
   auto wpe = uniform_bf16(rng, static_cast<size_t>(maxT) * C, -1, 1);
   std::vector<int> tok(B * T);
@@ -48,12 +51,20 @@ TEST_F(CudaTwin, EncoderForward) {
     be.encoder_forward(out.get(), dt.i32(), dw.get(), dp.get(), B, T, C);
     return download_compute(be, out.get(), n);
   };
-  expect_twins("encoder_forward out", run(*gpu), run(*cpu), ref, tg, tc);
+  expect_twins("encoder_forward out C=" + std::to_string(C), run(gpu), run(cpu), ref, tg, tc);
 }
 
-TEST_F(CudaTwin, EncoderBackwardAccumulates) {
-  const int B = 4, T = 19, C = 36, Vp = 16, maxT = 24;
-  Rng rng(102);
+TEST_F(CudaTwin, EncoderForward) {
+  check_encoder_forward(*gpu, *cpu, 40, 101);  // vector path
+  check_encoder_forward(*gpu, *cpu, 36, 111);  // one element at a time
+}
+
+// The backward groups positions by token (a counting sort on the GPU) and sums each group in position order:
+// B*T = 400 positions span several tiles of the rank kernel, and 5 token ids make large groups. The GPU must
+// repeat its result bit for bit (no atomics).
+void check_encoder_backward(Backend& gpu, Backend& cpu, int B, int T, int C, uint64_t seed) {
+  const int Vp = 16, maxT = T + 5;
+  Rng rng(seed);
   auto dout = uniform_bf16(rng, static_cast<size_t>(B) * T * C, -1, 1);
   auto dwte0 = uniform_f32(rng, static_cast<size_t>(Vp) * C, -1, 1);
   auto dwpe0 = uniform_f32(rng, static_cast<size_t>(maxT) * C, -1, 1);
@@ -76,9 +87,9 @@ TEST_F(CudaTwin, EncoderBackwardAccumulates) {
   std::vector<double> tte(rte.size()), tpe(rpe.size());
   for (size_t i = 0; i < tte.size(); i++) tte[i] = acc(count_te[i / C]) * ate[i];
   for (size_t i = 0; i < tpe.size(); i++) tpe[i] = acc(count_pe[i / C]) * ape[i];
-  std::vector<float> te[2], pe[2];
-  Backend* bes[2] = {gpu.get(), cpu.get()};
-  for (int k = 0; k < 2; k++) {
+  std::vector<float> te[3], pe[3];
+  Backend* bes[3] = {&gpu, &cpu, &gpu};
+  for (int k = 0; k < 3; k++) {
     Backend& be = *bes[k];
     DevBuf dd = upload_compute(be, dout), dt = upload_ints(be, tok);
     DevBuf gte = upload_f32(be, dwte0), gpe = upload_f32(be, dwpe0);
@@ -86,17 +97,33 @@ TEST_F(CudaTwin, EncoderBackwardAccumulates) {
     te[k] = download_f32(be, gte.get(), dwte0.size());
     pe[k] = download_f32(be, gpe.get(), dwpe0.size());
   }
-  expect_twins("encoder_backward dwte", te[0], te[1], rte, tte, tte);  // fp32 outputs: same bound
-  expect_twins("encoder_backward dwpe", pe[0], pe[1], rpe, tpe, tpe);
+  const std::string tag = " B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C);
+  expect_twins("encoder_backward dwte" + tag, te[0], te[1], rte, tte, tte);  // fp32 outputs: same bound
+  expect_twins("encoder_backward dwpe" + tag, pe[0], pe[1], rpe, tpe, tpe);
+  EXPECT_EQ(te[0], te[2]) << "encoder_backward dwte must repeat bit for bit" << tag;
+  EXPECT_EQ(pe[0], pe[2]) << "encoder_backward dwpe must repeat bit for bit" << tag;
+}
+
+TEST_F(CudaTwin, EncoderBackwardAccumulatesDeterministically) {
+  check_encoder_backward(*gpu, *cpu, 4, 19, 36, 102);   // one element at a time, one tile
+  check_encoder_backward(*gpu, *cpu, 8, 50, 40, 112);   // vector path, four tiles
+  check_encoder_backward(*gpu, *cpu, 3, 131, 24, 122);  // B*T not a multiple of the tile
 }
 
 // ---- layernorm ------------------------------------------------------------------------------------------
-TEST_F(CudaTwin, LayernormForward) {
-  const int N = 29, C = 100;
-  Rng rng(103);
-  auto x = uniform_bf16(rng, static_cast<size_t>(N) * C, -1.7f, 2.3f);
+// residual: the fused op's inputs a, b lie on a grid (multiples of 1/16 below 4 in size) so that a + b is
+// exact in bf16 and fp32 alike: both backends then normalise the same numbers and the layernorm bounds hold
+// unchanged; res must equal a + b exactly on both.
+void check_layernorm_forward(Backend& gpu, Backend& cpu, int N, int C, bool residual, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> x = uniform_bf16(rng, static_cast<size_t>(N) * C, -1.7f, 2.3f), a, b;
+  if (residual) {
+    auto grid = [&] { return static_cast<float>(static_cast<int>(rng.next_u64() % 96) - 40) / 16.0f; };
+    a.resize(x.size()), b.resize(x.size());
+    for (size_t i = 0; i < x.size(); i++) a[i] = grid(), b[i] = grid(), x[i] = a[i] + b[i];
+  }
   auto w = uniform_bf16(rng, C, 0.5f, 1.5f);
-  auto b = uniform_bf16(rng, C, -0.5f, 0.5f);
+  auto bias = uniform_bf16(rng, C, -0.5f, 0.5f);
   const double eps = 1e-5f;
   std::vector<double> rout(x.size()), tout_c(x.size()), tout_g(x.size()), rmean(N), tmean(N), rrstd(N),
       trstd(N);
@@ -114,34 +141,90 @@ TEST_F(CudaTwin, LayernormForward) {
     for (int c = 0; c < C; c++) {
       const size_t k = static_cast<size_t>(i) * C + c;
       const double nrm = (xi[c] - m) * r;
-      rout[k] = nrm * w[c] + b[c];
+      rout[k] = nrm * w[c] + bias[c];
       const double en = r * (dm + kU * std::fabs(xi[c] - m)) + std::fabs(nrm) * (er + kU);
       tout_c[k] = std::fabs(w[c]) * en + kU * std::fabs(nrm * w[c]) + kU * std::fabs(rout[k]);
       tout_g[k] = bf16_out(rout[k], tout_c[k]);
     }
   }
-  std::vector<float> out[2], mean[2], rstd[2];
-  Backend* bes[2] = {gpu.get(), cpu.get()};
+  std::vector<float> out[2], mean[2], rstd[2], res[2];
+  Backend* bes[2] = {&gpu, &cpu};
   for (int k = 0; k < 2; k++) {
     Backend& be = *bes[k];
-    DevBuf dx = upload_compute(be, x), dw = upload_compute(be, w), db = upload_compute(be, b);
+    DevBuf dw = upload_compute(be, w), db = upload_compute(be, bias);
     DevBuf o = poisoned_compute(be, x.size()), dmn = poisoned_f32(be, N), drs = poisoned_f32(be, N);
-    be.layernorm_forward(o.get(), dmn.f32(), drs.f32(), dx.get(), dw.get(), db.get(), N, C);
+    if (residual) {
+      DevBuf da = upload_compute(be, a), dbb = upload_compute(be, b), dr = poisoned_compute(be, x.size());
+      be.residual_layernorm_forward(dr.get(), o.get(), dmn.f32(), drs.f32(), da.get(), dbb.get(), dw.get(), db.get(),
+                                    N, C);
+      res[k] = download_compute(be, dr.get(), x.size());
+    } else {
+      DevBuf dx = upload_compute(be, x);
+      be.layernorm_forward(o.get(), dmn.f32(), drs.f32(), dx.get(), dw.get(), db.get(), N, C);
+    }
     out[k] = download_compute(be, o.get(), x.size());
     mean[k] = download_f32(be, dmn.get(), N);
     rstd[k] = download_f32(be, drs.get(), N);
   }
-  expect_twins("layernorm_forward out", out[0], out[1], rout, tout_g, tout_c);
-  expect_twins("layernorm_forward mean", mean[0], mean[1], rmean, tmean, tmean);
-  expect_twins("layernorm_forward rstd", rstd[0], rstd[1], rrstd, trstd, trstd);
+  const std::string tag = std::string(residual ? "residual_layernorm_forward" : "layernorm_forward") +
+                          " N=" + std::to_string(N) + " C=" + std::to_string(C);
+  expect_twins(tag + " out", out[0], out[1], rout, tout_g, tout_c);
+  expect_twins(tag + " mean", mean[0], mean[1], rmean, tmean, tmean);
+  expect_twins(tag + " rstd", rstd[0], rstd[1], rrstd, trstd, trstd);
+  if (residual) {
+    EXPECT_EQ(res[0], x) << tag << ": res must be a + b exactly (cuda)";
+    EXPECT_EQ(res[1], x) << tag << ": res must be a + b exactly (cpu)";
+  }
 }
 
-TEST_F(CudaTwin, LayernormBackward) {
-  const int N = 700, C = 72;  // N > 64 chunks x 8 rows: several rows per thread in the dw/db reduction
-  Rng rng(104);
+TEST_F(CudaTwin, LayernormForward) {
+  check_layernorm_forward(*gpu, *cpu, 29, 100, false, 103);  // C % 8 != 0: one element at a time
+  check_layernorm_forward(*gpu, *cpu, 29, 136, false, 113);  // 16-byte vectors, a partial last round of lanes
+  check_layernorm_forward(*gpu, *cpu, 29, 100, true, 123);
+  check_layernorm_forward(*gpu, *cpu, 29, 136, true, 133);
+}
+
+// On the GPU the fused forward must equal residual_forward then layernorm_forward bit for bit (what makes a
+// recompute of ln2 from the kept res2 exact), and the vector and one-element paths must agree bit for bit
+// (the same elements in the same order): the unaligned run reads the same numbers one at a time.
+TEST_F(CudaTwin, LayernormForwardPathsAreBitIdentical) {
+  const int N = 37, C = 264;
+  Rng rng(140);
+  auto a = uniform_bf16(rng, static_cast<size_t>(N) * C, -3, 3), b = uniform_bf16(rng, a.size(), -3, 3);
+  auto w = uniform_bf16(rng, C, 0.5f, 1.5f), bias = uniform_bf16(rng, C, -0.5f, 0.5f);
+  Backend& be = *gpu;
+  DevBuf da = upload_compute(be, a), db = upload_compute(be, b), dw = upload_compute(be, w), dbias = upload_compute(be, bias);
+  DevBuf res = poisoned_compute(be, a.size()), out = poisoned_compute(be, a.size());
+  DevBuf mean = poisoned_f32(be, N), rstd = poisoned_f32(be, N);
+  be.residual_layernorm_forward(res.get(), out.get(), mean.f32(), rstd.f32(), da.get(), db.get(), dw.get(), dbias.get(),
+                                N, C);
+  DevBuf res2 = poisoned_compute(be, a.size()), out2 = poisoned_compute(be, a.size());
+  DevBuf mean2 = poisoned_f32(be, N), rstd2 = poisoned_f32(be, N);
+  be.residual_forward(res2.get(), da.get(), db.get(), a.size());
+  be.layernorm_forward(out2.get(), mean2.f32(), rstd2.f32(), res2.get(), dw.get(), dbias.get(), N, C);
+  EXPECT_EQ(download_compute(be, res.get(), a.size()), download_compute(be, res2.get(), a.size()));
+  EXPECT_EQ(download_compute(be, out.get(), a.size()), download_compute(be, out2.get(), a.size()));
+  EXPECT_EQ(download_f32(be, mean.get(), N), download_f32(be, mean2.get(), N));
+  EXPECT_EQ(download_f32(be, rstd.get(), N), download_f32(be, rstd2.get(), N));
+  // the one-element path: the input one element past a 16-byte boundary
+  const std::vector<float> x = download_compute(be, res.get(), a.size());
+  OffsetBuf ux = upload_compute_at(be, x, 1);
+  DevBuf out3 = poisoned_compute(be, a.size()), mean3 = poisoned_f32(be, N), rstd3 = poisoned_f32(be, N);
+  be.layernorm_forward(out3.get(), mean3.f32(), rstd3.f32(), ux.get(), dw.get(), dbias.get(), N, C);
+  EXPECT_EQ(download_compute(be, out.get(), a.size()), download_compute(be, out3.get(), a.size()));
+  EXPECT_EQ(download_f32(be, mean.get(), N), download_f32(be, mean3.get(), N));
+  EXPECT_EQ(download_f32(be, rstd.get(), N), download_f32(be, rstd3.get(), N));
+}
+
+// Backward, plain (dinp overwritten) and fused with the residual gradient (dres += dinp). For the fused op
+// the reference is dres0 + dinp: the CPU adds its fp32 dinp (u |ref| more); the GPU adds its fp32 dinp
+// before the one bf16 rounding of the sum.
+void check_layernorm_backward(Backend& gpu, Backend& cpu, int N, int C, bool residual, uint64_t seed) {
+  Rng rng(seed);
   auto x = uniform_bf16(rng, static_cast<size_t>(N) * C, -1.5f, 2.0f);
   auto w = uniform_bf16(rng, C, 0.5f, 1.5f);
   auto dout = uniform_bf16(rng, x.size(), -1, 1);
+  auto dres0 = uniform_bf16(rng, x.size(), -1, 1);
   auto dw0 = uniform_f32(rng, C, -1, 1), db0 = uniform_f32(rng, C, -1, 1);
   std::vector<float> mean(N), rstd(N);  // shared fp32 statistics: backward is tested on its own
   for (int i = 0; i < N; i++) {
@@ -169,31 +252,47 @@ TEST_F(CudaTwin, LayernormBackward) {
     const double ea = acc(C) * aa / C + kU * std::fabs(a), eq = (acc(C) + 3 * kU) * qa / C + kU * std::fabs(q);
     for (int c = 0; c < C; c++) {
       const double nrm = (x[o + c] - m) * r, g = static_cast<double>(w[c]) * dout[o + c];
-      rdx[o + c] = r * (g - a - nrm * q);
+      const double dx = r * (g - a - nrm * q);
       const double inner = ea + std::fabs(nrm) * eq + std::fabs(q) * 2 * kU * std::fabs(nrm) +
                            3 * kU * (std::fabs(g) + std::fabs(a) + std::fabs(nrm * q));
-      tdx_c[o + c] = r * inner + kU * std::fabs(rdx[o + c]);
+      const double edx = r * inner + kU * std::fabs(dx);  // dx in fp32
+      rdx[o + c] = residual ? dres0[o + c] + dx : dx;
+      tdx_c[o + c] = residual ? edx + kU * std::fabs(rdx[o + c]) : edx;
       tdx_g[o + c] = bf16_out(rdx[o + c], tdx_c[o + c]);
     }
   }
   std::vector<double> tdw(C), tdb(C);
   for (int c = 0; c < C; c++) tdw[c] = (acc(N + 1) + 3 * kU) * adw[c], tdb[c] = acc(N + 1) * adb[c];
   std::vector<float> dx[2], dw[2], db[2];
-  Backend* bes[2] = {gpu.get(), cpu.get()};
+  Backend* bes[2] = {&gpu, &cpu};
   for (int k = 0; k < 2; k++) {
     Backend& be = *bes[k];
     DevBuf bx = upload_compute(be, x), bw = upload_compute(be, w), bd = upload_compute(be, dout);
     DevBuf bm = upload_f32(be, mean), br = upload_f32(be, rstd), gw = upload_f32(be, dw0),
            gb = upload_f32(be, db0);
-    DevBuf o = poisoned_compute(be, x.size());
-    be.layernorm_backward(o.get(), gw.f32(), gb.f32(), bd.get(), bx.get(), bw.get(), bm.f32(), br.f32(), N, C);
+    DevBuf o = residual ? upload_compute(be, dres0) : poisoned_compute(be, x.size());
+    if (residual)
+      be.layernorm_backward_residual(o.get(), gw.f32(), gb.f32(), bd.get(), bx.get(), bw.get(), bm.f32(), br.f32(), N,
+                                     C);
+    else
+      be.layernorm_backward(o.get(), gw.f32(), gb.f32(), bd.get(), bx.get(), bw.get(), bm.f32(), br.f32(), N, C);
     dx[k] = download_compute(be, o.get(), x.size());
     dw[k] = download_f32(be, gw.get(), C);
     db[k] = download_f32(be, gb.get(), C);
   }
-  expect_twins("layernorm_backward dinp", dx[0], dx[1], rdx, tdx_g, tdx_c);
-  expect_twins("layernorm_backward dw", dw[0], dw[1], rdw, tdw, tdw);
-  expect_twins("layernorm_backward db", db[0], db[1], rdb, tdb, tdb);
+  const std::string tag = std::string(residual ? "layernorm_backward_residual" : "layernorm_backward") +
+                          " N=" + std::to_string(N) + " C=" + std::to_string(C);
+  expect_twins(tag + (residual ? " dres" : " dinp"), dx[0], dx[1], rdx, tdx_g, tdx_c);
+  expect_twins(tag + " dw", dw[0], dw[1], rdw, tdw, tdw);
+  expect_twins(tag + " db", db[0], db[1], rdb, tdb, tdb);
+}
+
+TEST_F(CudaTwin, LayernormBackward) {
+  // N = 700: 88 blocks of up to 8 rows; N = 2100: 128 blocks of 17 rows, several rows per warp
+  check_layernorm_backward(*gpu, *cpu, 700, 72, false, 104);    // 16-byte vectors
+  check_layernorm_backward(*gpu, *cpu, 2100, 100, false, 114);  // one element at a time
+  check_layernorm_backward(*gpu, *cpu, 700, 72, true, 124);
+  check_layernorm_backward(*gpu, *cpu, 2100, 100, true, 134);
 }
 
 // ---- matmul -----------------------------------------------------------------------------------------------
@@ -201,7 +300,9 @@ struct MatmulShape {
   int N, C, OC;
 };
 
-void check_matmul_forward(Backend& gpu, Backend& cpu, MatmulShape s, bool with_bias, uint64_t seed) {
+// The bias bound is linear_bound (twin_util.h), shared with test_cuda_matmul_gelu.cpp. OC = 50 and an
+// unaligned bias take the fallback (product, then the bias kernel); OC = 192 with an aligned bias the epilogue.
+void check_matmul_forward(Backend& gpu, Backend& cpu, MatmulShape s, bool with_bias, bool offset_bias, uint64_t seed) {
   const int N = s.N, C = s.C, OC = s.OC;
   Rng rng(seed);
   auto inp = uniform_bf16(rng, static_cast<size_t>(N) * C, -1, 1);
@@ -220,25 +321,26 @@ void check_matmul_forward(Backend& gpu, Backend& cpu, MatmulShape s, bool with_b
       const double b = with_bias ? bias[o] : 0.0;
       const size_t k = static_cast<size_t>(i) * OC + o;
       ref[k] = sum + b;
-      tc[k] = acc(C + 1) * (abs_sum + std::fabs(b));
-      // The bias epilogue may round the product to bf16 before adding the bias: one more rounding.
-      tg[k] = bf16_out(ref[k], tc[k]) + (with_bias ? kUb * std::fabs(sum) : 0.0);
+      const LinearBound lb = linear_bound(C, sum, abs_sum, b, with_bias);
+      tc[k] = lb.cpu, tg[k] = lb.gpu;
     }
   auto run = [&](Backend& be) {
-    DevBuf di = upload_compute(be, inp), dw = upload_compute(be, w), db = upload_compute(be, bias);
+    DevBuf di = upload_compute(be, inp), dw = upload_compute(be, w);
+    OffsetBuf db = upload_compute_at(be, bias, offset_bias ? 1 : 0);
     DevBuf out = poisoned_compute(be, n);
     be.matmul_forward(out.get(), di.get(), dw.get(), with_bias ? db.get() : nullptr, N, C, OC);
     return download_compute(be, out.get(), n);
   };
-  expect_twins("matmul_forward N=" + std::to_string(N) + " C=" + std::to_string(C) +
-                   " OC=" + std::to_string(OC) + (with_bias ? " +bias" : ""),
+  expect_twins("matmul_forward N=" + std::to_string(N) + " C=" + std::to_string(C) + " OC=" + std::to_string(OC) +
+                   (with_bias ? " +bias" : "") + (offset_bias ? " (unaligned)" : ""),
                run(gpu), run(cpu), ref, tg, tc);
 }
 
 TEST_F(CudaTwin, MatmulForward) {
   uint64_t seed = 105;
   for (MatmulShape s : {MatmulShape{37, 72, 50}, MatmulShape{128, 256, 192}})
-    for (bool bias : {true, false}) check_matmul_forward(*gpu, *cpu, s, bias, seed++);
+    for (bool bias : {true, false}) check_matmul_forward(*gpu, *cpu, s, bias, false, seed++);
+  check_matmul_forward(*gpu, *cpu, MatmulShape{64, 128, 192}, true, true, seed++);  // bias 2 bytes off alignment
 }
 
 void check_matmul_backward(Backend& gpu, Backend& cpu, MatmulShape s, bool full, uint64_t seed) {

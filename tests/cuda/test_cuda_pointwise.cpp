@@ -1,7 +1,10 @@
 // CUDA ops against their CPU twins: GELU, residual, classifier. Tolerances follow the derivation at the top
-// of test_cuda_ops.cpp (u = 2^-24, ub = 2^-8, acc(K) for K-term sums, bf16_out for one bf16 rounding).
+// of test_cuda_ops.cpp (u = 2^-24, ub = 2^-8, acc(K) for K-term sums, bf16_out for one bf16 rounding). The
+// element-wise ops also run their one-element path (an unaligned buffer) and must equal the vector path bit
+// for bit; the classifier runs its register-cached path, its one-element path and a row longer than the cache.
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "tests/cuda/twin_util.h"
@@ -20,12 +23,15 @@ TEST_F(CudaTwin, GeluForward) {
     tc[i] = std::fabs(xi) * GeluBound(xi).ds + kU * std::fabs(ref[i]);
     tg[i] = bf16_out(ref[i], tc[i]);
   }
-  auto run = [&](Backend& be) {
-    DevBuf dx = upload_compute(be, x), out = poisoned_compute(be, n);
+  auto run = [&](Backend& be, size_t offset) {
+    OffsetBuf dx = upload_compute_at(be, x, offset);
+    DevBuf out = poisoned_compute(be, n);
     be.gelu_forward(out.get(), dx.get(), n);
     return download_compute(be, out.get(), n);
   };
-  expect_twins("gelu_forward", run(*gpu), run(*cpu), ref, tg, tc);
+  const std::vector<float> vec = run(*gpu, 0);  // 16-byte vectors and a tail of n % 8 = 3
+  expect_twins("gelu_forward", vec, run(*cpu, 0), ref, tg, tc);
+  EXPECT_EQ(run(*gpu, 1), vec) << "the one-element path (unaligned input) must equal the vector path";
 }
 
 TEST_F(CudaTwin, GeluBackward) {
@@ -53,7 +59,15 @@ TEST_F(CudaTwin, GeluBackward) {
     be.gelu_backward(o.get(), dx.get(), dd.get(), n);
     return download_compute(be, o.get(), n);
   };
-  expect_twins("gelu_backward", run(*gpu), run(*cpu), ref, tg, tc);
+  auto run_in_place = [&](Backend& be) {  // dinp = dout, as gelu_matmul_backward's fallback runs it
+    DevBuf dx = upload_compute(be, x), dd = upload_compute(be, dout);
+    be.gelu_backward(dd.get(), dx.get(), dd.get(), n);
+    return download_compute(be, dd.get(), n);
+  };
+  const std::vector<float> g = run(*gpu);
+  expect_twins("gelu_backward", g, run(*cpu), ref, tg, tc);
+  EXPECT_EQ(run_in_place(*gpu), g) << "gelu_backward in place must equal the out-of-place result";
+  EXPECT_EQ(run_in_place(*cpu), run(*cpu));
 }
 
 // One fp32 addition of two bf16 numbers; the GPU rounds the sum to bf16.
@@ -73,12 +87,15 @@ TEST_F(CudaTwin, ResidualForward) {
   auto a = uniform_bf16(rng, n, -3, 3), b = uniform_bf16(rng, n, -3, 3);
   std::vector<double> ref, tc, tg;
   sum_bounds(a, b, ref, tc, tg);
-  auto run = [&](Backend& be) {
-    DevBuf da = upload_compute(be, a), db = upload_compute(be, b), o = poisoned_compute(be, n);
+  auto run = [&](Backend& be, size_t offset) {
+    DevBuf da = upload_compute(be, a), o = poisoned_compute(be, n);
+    OffsetBuf db = upload_compute_at(be, b, offset);
     be.residual_forward(o.get(), da.get(), db.get(), n);
     return download_compute(be, o.get(), n);
   };
-  expect_twins("residual_forward", run(*gpu), run(*cpu), ref, tg, tc);
+  const std::vector<float> vec = run(*gpu, 0);
+  expect_twins("residual_forward", vec, run(*cpu, 0), ref, tg, tc);
+  EXPECT_EQ(run(*gpu, 3), vec) << "the one-element path (unaligned b) must equal the vector path";
 }
 
 TEST_F(CudaTwin, ResidualBackwardAccumulates) {
@@ -96,17 +113,20 @@ TEST_F(CudaTwin, ResidualBackwardAccumulates) {
 }
 
 // ---- classifier -------------------------------------------------------------------------------------------
-// Per row: M = max x_j, S = sum_j exp(x_j - M) over j < V. Each exponential carries 4u plus u|x_j - M| (the
-// subtraction), S adds acc(V); log(S) moves by that relative error plus 4u |log S|, and the two additions
-// of the loss add u each. dlogits_j = dloss (p_j - [j == t]) with p_j = exp(x_j - M) / S.
+// Per row: M = max x_j, S = sum_j exp(x_j - M) over j < V. Each exponential carries 4u of its own: the CPU's
+// fast_exp, and the GPU's exp2f((x_j - M) log2 e) (2 ulp); the argument carries u|x_j - M| (the subtraction) on
+// the CPU and 3u|x_j - M| on the GPU (the subtraction, the rounded log2 e and the product). S adds acc(V);
+// log(S) moves by that relative error plus 4u |log S|, and the two additions of the loss add u each.
+// dlogits_j = dloss (p_j - [j == t]) with p_j = exp(x_j - M) / S. The training pass also adds the losses to a
+// running fp64 total: its bound is the sum of the losses' bounds (the fp64 additions are negligible).
 struct ClassifierCase {
-  int N = 13, V = 997, Vp = 1024;
-  float dloss = 1.0f / 13;
+  int N, V, Vp;
+  float dloss;
   std::vector<float> logits;
   std::vector<int> targets;
-  std::vector<double> loss, tloss, dl, tdl_c, tdl_g;
+  std::vector<double> loss, tloss_c, tloss_g, dl, tdl_c, tdl_g;
 
-  explicit ClassifierCase(uint64_t seed) {
+  ClassifierCase(uint64_t seed, int N_ = 13, int V_ = 997, int Vp_ = 1024) : N(N_), V(V_), Vp(Vp_), dloss(1.0f / N_) {
     Rng rng(seed);
     logits = uniform_bf16(rng, static_cast<size_t>(N) * Vp, -4, 4);
     for (int i = 0; i < N; i++)  // padding holds large values: any leak into the softmax shows at once
@@ -114,7 +134,7 @@ struct ClassifierCase {
     targets.resize(N);
     for (auto& t : targets) t = static_cast<int>(rng.next_u64() % V);
     targets[0] = 0, targets[1] = V - 1;
-    loss.resize(N), tloss.resize(N);
+    loss.resize(N), tloss_c.resize(N), tloss_g.resize(N);
     dl.assign(logits.size(), 0.0), tdl_c.assign(logits.size(), 0.0), tdl_g.assign(logits.size(), 0.0);
     for (int i = 0; i < N; i++) reference_row(i);
   }
@@ -122,49 +142,80 @@ struct ClassifierCase {
   void reference_row(int i) {
     const float* x = &logits[static_cast<size_t>(i) * Vp];
     const double M = *std::max_element(x, x + V);
-    double S = 0, e_max = 0;
-    for (int j = 0; j < V; j++)
-      S += std::exp(x[j] - M), e_max = std::max(e_max, 4 * kU + kU * std::fabs(x[j] - M));
-    const double eS = acc(V) + e_max, logS = std::log(S);
+    double S = 0, e_max_c = 0, e_max_g = 0;
+    for (int j = 0; j < V; j++) {
+      S += std::exp(x[j] - M);
+      e_max_c = std::max(e_max_c, 4 * kU + kU * std::fabs(x[j] - M));
+      e_max_g = std::max(e_max_g, 4 * kU + 3 * kU * std::fabs(x[j] - M));
+    }
+    const double logS = std::log(S);
     loss[i] = logS + M - x[targets[i]];
-    tloss[i] = eS + 4 * kU * std::fabs(logS) + kU * std::fabs(logS + M) + kU * std::fabs(loss[i]);
+    const double eS_c = acc(V) + e_max_c, eS_g = acc(V) + e_max_g;
+    auto tloss = [&](double eS) { return eS + 4 * kU * std::fabs(logS) + kU * std::fabs(logS + M) + kU * std::fabs(loss[i]); };
+    tloss_c[i] = tloss(eS_c), tloss_g[i] = tloss(eS_g);
     for (int j = 0; j < V; j++) {
       const size_t k = static_cast<size_t>(i) * Vp + j;
       const double p = std::exp(x[j] - M) / S, hot = j == targets[i] ? 1.0 : 0.0;
       dl[k] = dloss * (p - hot);
-      const double ep = p * (4 * kU + kU * std::fabs(x[j] - M) + eS + 2 * kU);
-      tdl_c[k] = dloss * (ep + kU * std::fabs(p - hot)) + 2 * kU * std::fabs(dl[k]);
-      tdl_g[k] = bf16_out(dl[k], tdl_c[k]);
+      auto tdl = [&](double e_exp, double eS) {
+        const double ep = p * (e_exp + eS + 2 * kU);
+        return dloss * (ep + kU * std::fabs(p - hot)) + 2 * kU * std::fabs(dl[k]);
+      };
+      tdl_c[k] = tdl(4 * kU + kU * std::fabs(x[j] - M), eS_c);
+      tdl_g[k] = bf16_out(dl[k], tdl(4 * kU + 3 * kU * std::fabs(x[j] - M), eS_g));
     }  // padded columns: exactly 0 on both, bound 0
   }
 };
 
+// Vp % 8 == 0 takes the register-cached vector path; Vp = 1001 the one-element path; V = 60000 a row longer
+// than the register cache (7 x 1024 x 8 = 57344 columns), whose remainder is re-read.
+const int kClassifierShapes[][3] = {{13, 997, 1024}, {13, 997, 1001}, {3, 60000, 60032}};
+
 TEST_F(CudaTwin, ClassifierForward) {
-  ClassifierCase cc(205);
-  auto run = [&](Backend& be) {
-    DevBuf dl = upload_compute(be, cc.logits), dt = upload_ints(be, cc.targets);
-    DevBuf losses = poisoned_f32(be, cc.N);
-    be.classifier_forward(losses.f32(), dl.get(), dt.i32(), cc.N, cc.V, cc.Vp);
-    auto after = download_compute(be, dl.get(), cc.logits.size());
-    EXPECT_EQ(after, cc.logits) << be.name() << ": classifier_forward must leave the logits untouched";
-    return download_f32(be, losses.get(), cc.N);
-  };
-  expect_twins("classifier_forward losses", run(*gpu), run(*cpu), cc.loss, cc.tloss, cc.tloss);
+  uint64_t seed = 205;
+  for (const auto& sh : kClassifierShapes) {
+    ClassifierCase cc(seed++, sh[0], sh[1], sh[2]);
+    auto run = [&](Backend& be) {
+      DevBuf dl = upload_compute(be, cc.logits), dt = upload_ints(be, cc.targets);
+      DevBuf losses = poisoned_f32(be, cc.N);
+      be.classifier_forward(losses.f32(), dl.get(), dt.i32(), cc.N, cc.V, cc.Vp);
+      auto after = download_compute(be, dl.get(), cc.logits.size());
+      EXPECT_EQ(after, cc.logits) << be.name() << ": classifier_forward must leave the logits untouched";
+      return download_f32(be, losses.get(), cc.N);
+    };
+    expect_twins("classifier_forward losses V=" + std::to_string(cc.V) + " Vp=" + std::to_string(cc.Vp), run(*gpu),
+                 run(*cpu), cc.loss, cc.tloss_g, cc.tloss_c);
+  }
 }
 
-TEST_F(CudaTwin, ClassifierBackwardInPlace) {
-  ClassifierCase cc(206);
-  std::vector<float> dl[2], losses[2];
-  Backend* bes[2] = {gpu.get(), cpu.get()};
-  for (int k = 0; k < 2; k++) {
-    Backend& be = *bes[k];
-    DevBuf d = upload_compute(be, cc.logits), dt = upload_ints(be, cc.targets), l = poisoned_f32(be, cc.N);
-    be.classifier_backward(d.get(), l.f32(), dt.i32(), cc.dloss, cc.N, cc.V, cc.Vp);
-    dl[k] = download_compute(be, d.get(), cc.logits.size());
-    losses[k] = download_f32(be, l.get(), cc.N);
+TEST_F(CudaTwin, ClassifierBackwardInPlaceWithLossTotal) {
+  uint64_t seed = 206;
+  for (const auto& sh : kClassifierShapes) {
+    ClassifierCase cc(seed++, sh[0], sh[1], sh[2]);
+    const double start = 0.75;  // the running total before this micro-batch
+    std::vector<float> dl[2], losses[2], total[2];
+    Backend* bes[2] = {gpu.get(), cpu.get()};
+    for (int k = 0; k < 2; k++) {
+      Backend& be = *bes[k];
+      DevBuf d = upload_compute(be, cc.logits), dt = upload_ints(be, cc.targets), l = poisoned_f32(be, cc.N);
+      DevBuf sum(be, sizeof(double));
+      be.copy_h2d(sum.get(), &start, sizeof(double));
+      be.classifier_backward(d.get(), l.f32(), static_cast<double*>(sum.get()), dt.i32(), cc.dloss, cc.N, cc.V, cc.Vp);
+      dl[k] = download_compute(be, d.get(), cc.logits.size());
+      losses[k] = download_f32(be, l.get(), cc.N);
+      double host = 0;
+      be.copy_d2h(&host, sum.get(), sizeof(double));
+      be.synchronize();
+      total[k] = {static_cast<float>(host - start)};  // the added part, as a one-element vector for the check
+    }
+    const std::string tag = " V=" + std::to_string(cc.V) + " Vp=" + std::to_string(cc.Vp);
+    expect_twins("classifier_backward dlogits" + tag, dl[0], dl[1], cc.dl, cc.tdl_g, cc.tdl_c);
+    expect_twins("classifier_backward losses" + tag, losses[0], losses[1], cc.loss, cc.tloss_g, cc.tloss_c);
+    double ref = 0, tc = 0, tg = 0;
+    for (int i = 0; i < cc.N; i++) ref += cc.loss[i], tc += cc.tloss_c[i], tg += cc.tloss_g[i];
+    // the float conversion of the added part costs u of it, and the double subtraction nothing at this scale
+    expect_twins("classifier_backward loss total" + tag, total[0], total[1], {ref}, {tg + kU * ref}, {tc + kU * ref});
   }
-  expect_twins("classifier_backward dlogits", dl[0], dl[1], cc.dl, cc.tdl_g, cc.tdl_c);
-  expect_twins("classifier_backward losses", losses[0], losses[1], cc.loss, cc.tloss, cc.tloss);
 }
 
 }  // namespace

@@ -155,6 +155,41 @@ struct GeluBound {
   }
 };
 
+// One output element of a linear layer, ref = sum (K products of bf16 inputs, exact in fp32) + bias, the
+// bound every matmul test uses (test_cuda_ops.cpp, test_cuda_matmul_gelu.cpp):
+//  - cpu: the bias is the fp32 accumulator's starting value, so one sum of K + 1 terms: acc(K+1) (sum|x w| + |b|).
+//  - gpu without a bias: the same fp32 accumulation (tensor cores), then the output's bf16 rounding.
+//  - gpu with a bias, either path: the bias epilogue may round the product to bf16 before it adds the bias,
+//    and the fallback (OC % 8 != 0 or an unaligned bias) stores the product as bf16 and adds the bias in an
+//    fp32 kernel. Both are one more rounding of the product, ub |sum + e|, and one fp32 addition, u |ref|,
+//    before the output's own bf16 rounding.
+struct LinearBound {
+  double cpu, gpu;
+};
+inline LinearBound linear_bound(int K, double sum, double abs_sum, double bias, bool has_bias) {
+  const double ref = sum + bias;
+  const double e = acc(K + (has_bias ? 1 : 0)) * (abs_sum + std::fabs(bias));
+  const double e_gpu = has_bias ? e + kUb * (std::fabs(sum) + e) + kU * std::fabs(ref) : e;
+  return {e, bf16_out(ref, e_gpu)};
+}
+
+// A bf16 copy of `h` that starts `offset` elements into its device buffer: with an odd offset the buffer is
+// not 16-byte aligned, which sends the CUDA ops down their one-element-at-a-time paths.
+struct OffsetBuf {
+  DevBuf buf;
+  size_t byte_offset;
+  void* get() const { return static_cast<char*>(buf.get()) + byte_offset; }
+};
+inline OffsetBuf upload_compute_at(Backend& be, const std::vector<float>& h, size_t offset) {
+  std::vector<float> padded(offset, 0.0f);
+  padded.insert(padded.end(), h.begin(), h.end());
+  DevBuf tmp = upload_f32(be, padded);
+  DevBuf d(be, padded.size() * be.compute_size());
+  be.f32_to_compute(d.get(), tmp.f32(), padded.size());
+  be.synchronize();
+  return {std::move(d), offset * be.compute_size()};
+}
+
 // The twin check: GPU vs reference (GPU bound), CPU vs reference (CPU bound), GPU vs CPU (sum of both).
 inline void expect_twins(const std::string& what, const std::vector<float>& gpu, const std::vector<float>& cpu,
                          const std::vector<double>& ref, const std::vector<double>& tol_gpu,

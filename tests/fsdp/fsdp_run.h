@@ -22,6 +22,11 @@ struct RunSpec {
   int accum = 1;         // micro-steps per optimizer step
   int T = 8;
   uint64_t seed = 5;
+  // The mean over the global batch split in two, as an N-rank run splits it: backward scales by
+  // norm_split/(rows of the micro-step and micro-steps), and the reduced gradient is divided by norm_split
+  // before the optimizer. The same step; for a norm_split that is not a power of 2 every value of the
+  // backward rounds differently (noise_floor.h measures that). 1: no split. cpu backend, grads in host memory.
+  int norm_split = 1;
 };
 
 // Token of sequence j of step s at position t (targets use t+1): a fixed pseudo-random stream.
@@ -70,11 +75,19 @@ struct ShardedRun {
           tg[b * T + t] = stream_token(step, j, t + 1, V);
         }
       }
-      loss += model->forward(in.data(), tg.data(), B, T, *engine);
-      model->backward(1.0f / ((float)B * T * spec.accum), *engine);
+      model->forward_train(in.data(), tg.data(), B, T, *engine);  // the trainer's path: loss in backward
+      model->backward((float)spec.norm_split / ((float)B * T * spec.accum), *engine);
     }
     engine->finish_backward();
-    loss /= spec.accum;
+    loss = model->take_loss_sum() / ((double)B * T * spec.accum);  // per-token losses do not depend on the scale
+    if (spec.norm_split != 1) {
+      std::vector<float> g;
+      for (int u = 0; u < engine->num_units(); u++) {
+        engine->shard_to_host(u, ShardState::grad, g);
+        for (float& x : g) x /= (float)spec.norm_split;
+        engine->shard_from_host(u, ShardState::grad, g);
+      }
+    }
     if (N > 1) loss = comm.all_reduce_scalar(loss, ReduceOp::avg);
     const double norm = std::sqrt(engine->grad_sumsq());
     step++;

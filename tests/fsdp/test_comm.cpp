@@ -42,6 +42,7 @@ TEST(Comm, WorldMatchesLauncher) {
 TEST(Comm, LocalRankIsTheRankOnOneNode) {
   Communicator& w = world();
   EXPECT_EQ(w.local_rank(), w.rank());
+  EXPECT_EQ(w.local_size(), w.world());
   std::unique_ptr<Communicator> odd_even = w.split(w.rank() % 2, w.rank());
   EXPECT_EQ(odd_even->local_rank(), odd_even->rank());
   EXPECT_EQ(odd_even->rank(), w.rank() / 2);

@@ -21,6 +21,7 @@ TEST(CommSingle, Identity) {
   EXPECT_EQ(c->rank(), 0);
   EXPECT_EQ(c->world(), 1);
   EXPECT_EQ(c->local_rank(), 0);
+  EXPECT_EQ(c->local_size(), 1);
   EXPECT_EQ(c->all_reduce_scalar(2.5, ReduceOp::sum), 2.5);
   EXPECT_EQ(c->all_reduce_scalar(2.5, ReduceOp::avg), 2.5);
   EXPECT_EQ(c->all_reduce_max(-3.0), -3.0);

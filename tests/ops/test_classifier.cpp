@@ -1,6 +1,7 @@
 // Softmax cross-entropy over the first V of Vp columns: losses against a naive double loop, the fused
 // backward against finite differences of dloss * sum(losses), padding columns ignored by the forward and
-// exactly 0 in dlogits, and out-of-range targets rejected.
+// exactly 0 in dlogits, the training pass's running loss total (the row sum of its losses, added in double),
+// and out-of-range targets rejected.
 #include "tests/ops/op_test_util.h"
 
 namespace gpt::test {
@@ -40,8 +41,12 @@ void check(int N, int V, int Vp, double scale, std::vector<int> targets, uint64_
 
   const float dloss = 0.37f;
   auto dl = logits;
-  be->classifier_backward(dl.data(), losses2.data(), targets.data(), dloss, N, V, Vp);
+  double loss_sum = 0.25;  // backward adds the row sum of the losses to it
+  be->classifier_backward(dl.data(), losses2.data(), &loss_sum, targets.data(), dloss, N, V, Vp);
   EXPECT_TRUE(all_close(losses2, ref, 1e-5 * (1 + scale), 1e-5));
+  double want = 0;
+  for (int i = 0; i < N; i++) want += losses2[i];  // the same doubles added in row order: exact
+  EXPECT_EQ(loss_sum, 0.25 + want);
 
   auto L = [&]() {
     double s = 0;
@@ -69,7 +74,8 @@ TEST(Classifier, TargetsOutsideTheVocabAreErrors) {
   std::vector<float> logits(2 * 8, 0.0f), losses(2);
   std::vector<int> at_v{1, 5}, negative{-1, 0};  // V = 5: id 5 is padding, not a token
   EXPECT_THROW(be->classifier_forward(losses.data(), logits.data(), at_v.data(), 2, 5, 8), gpt::Error);
-  EXPECT_THROW(be->classifier_backward(logits.data(), losses.data(), negative.data(), 1.0f, 2, 5, 8), gpt::Error);
+  EXPECT_THROW(be->classifier_backward(logits.data(), losses.data(), nullptr, negative.data(), 1.0f, 2, 5, 8),
+               gpt::Error);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Matmul (out = inp @ w^T + bias) against a naive double loop, and its backward against finite
-// differences: odd sizes, N = 1, no bias, no input gradient, and the += contract of dw and dbias.
+// differences: odd sizes, N = 1, no bias, no input gradient, and the += contract of dw and dbias; the
+// backward through a GELU (gelu_matmul_backward) against finite differences and the op pair it replaces.
 #include "tests/ops/op_test_util.h"
 
 namespace gpt::test {
@@ -115,6 +116,39 @@ TEST(Matmul, DbiasIsExactColumnSumOverManyRows) {
     for (int o = 0; o < OC; o++) expect[o] += dout[i * OC + o];
   // float sum of 300 N(0,1) terms: ~sqrt(300) * 17 * 6e-8 rounding, below 1e-5.
   EXPECT_TRUE(all_close(dbias, expect, 2e-5, 1e-6));
+}
+
+// gelu_matmul_backward: the backward of out = gelu(pre) @ w^T + bias through the GELU. dpre against finite
+// differences of L(pre) = sum(dout * (gelu(pre) @ w^T + bias)), dw and dbias against the naive sums with
+// inp = gelu(pre) (sampled), and every output bit-identical to matmul_backward then gelu_backward.
+TEST(Matmul, GeluMatmulBackwardMatchesFiniteDifferencesAndThePair) {
+  auto be = cpu_backend();
+  const int N = 7, C = 29, OC = 11;
+  auto pre = randn(N * C, 70, 2.0), w = randn(OC * C, 71), bias = randn(OC, 72), dout = randn(N * OC, 73);
+  std::vector<float> inp(N * C);
+  be->gelu_forward(inp.data(), pre.data(), inp.size());
+  auto gelu_d = [](double v) { return 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))); };
+  auto pd = to_double(pre), wd = to_double(w), bd = to_double(bias), dd = to_double(dout);
+  auto L = [&]() {
+    std::vector<double> g(pd.size());
+    for (size_t i = 0; i < g.size(); i++) g[i] = gelu_d(pd[i]);
+    return dot(dd, matmul_ref(g, wd, &bd, N, C, OC));
+  };
+  auto gpre = fd_gradient(L, pd);
+
+  std::vector<float> dpre(N * C, -5.0f);
+  auto dw = randn(OC * C, 74), db = randn(OC, 75);
+  auto dw2 = dw, db2 = db;
+  be->gelu_matmul_backward(dpre.data(), dw.data(), db.data(), dout.data(), inp.data(), pre.data(), w.data(), N, C, OC);
+  // dpre: a float sum of OC products times gelu' (a few ulps): the matmul bound of check_backward.
+  EXPECT_TRUE(all_close(dpre, gpre, 2e-5 * std::sqrt(OC), 1e-5));
+
+  std::vector<float> dinp(N * C), dpre2(N * C);
+  be->matmul_backward(dinp.data(), dw2.data(), db2.data(), dout.data(), inp.data(), w.data(), N, C, OC);
+  be->gelu_backward(dpre2.data(), pre.data(), dinp.data(), dinp.size());
+  EXPECT_EQ(dpre, dpre2) << "the fused backward must equal the pair bit for bit";
+  EXPECT_EQ(dw, dw2);
+  EXPECT_EQ(db, db2);
 }
 
 }  // namespace

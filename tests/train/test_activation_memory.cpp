@@ -2,7 +2,8 @@
 //   one block's activations A_blk = 4*(15*N*C + 4*N + B*NH*T*T)   (ln1 qkv atty res2 ln2 fch fch_gelu,
 //                                                                 layernorm stats, softmax probabilities)
 //   residual stream          4*(L+1)*N*C (always kept)
-//   head and loss            4*(N*C + 2*N + N*Vp + 3*N)  (lnf + stats, logits, losses, inputs, targets)
+//   head and loss            4*(N*C + 2*N + N*Vp + 3*N) + 8  (lnf + stats, logits, losses, inputs, targets,
+//                                                          the fp64 loss total)
 //   backward scratch         4*11*N*C
 //   recompute none:      stream + L*A_blk + head + scratch
 //   recompute full:      stream + 1*A_blk + head + scratch      (~ L*B*T*C*4 + one block)
@@ -29,7 +30,7 @@ TEST(ActivationMemory, MatchesClosedFormsForEachRecomputeMode) {
   const int64_t state = B * NH * T * T;
   const int64_t block = 4 * (15 * N * C + 4 * N + state);
   const int64_t stream = 4 * (L + 1) * N * C;
-  const int64_t head = 4 * (N * C + 2 * N + N * Vp + 3 * N);
+  const int64_t head = 4 * (N * C + 2 * N + N * Vp + 3 * N) + 8;
   const int64_t scratch = 4 * 11 * N * C;
   EXPECT_EQ(activation_bytes("none", c, B, T), stream + L * block + head + scratch);
   EXPECT_EQ(activation_bytes("full", c, B, T), stream + block + head + scratch);

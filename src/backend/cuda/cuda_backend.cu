@@ -32,16 +32,40 @@ using cuda::bf16;
 
 constexpr size_t kCublasWorkspaceBytes = (size_t)cuda::kCublasWorkspaceBytes;  // kernels/sizes.h
 
-__global__ void f32_to_bf16_kernel(bf16* dst, const float* src, size_t n) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    dst[i] = cuda::to_bf16(src[i]);
+// fp32 <-> bf16 conversions (parameter gathers and the bf16 gradient path: memory-bound). With `vec` (both
+// buffers 16-byte aligned) a thread converts 8 elements per iteration: two 16-byte fp32 accesses and one
+// 16-byte bf16 access; the last n % 8 go one by one. Rounding is to nearest even either way.
+__global__ void f32_to_bf16_kernel(bf16* dst, const float* src, size_t n, bool vec) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  const size_t tid = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  size_t done = 0;
+  if (vec) {
+    const size_t n8 = n / cuda::kVec;
+    for (size_t i = tid; i < n8; i += stride) {
+      const float4 a = reinterpret_cast<const float4*>(src)[2 * i], b = reinterpret_cast<const float4*>(src)[2 * i + 1];
+      const float x[cuda::kVec] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+      cuda::store8(dst + i * cuda::kVec, x);
+    }
+    done = n8 * cuda::kVec;
+  }
+  for (size_t i = done + tid; i < n; i += stride) dst[i] = cuda::to_bf16(src[i]);
 }
 
-__global__ void bf16_to_f32_kernel(float* dst, const bf16* src, size_t n) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    dst[i] = cuda::to_f32(src[i]);
+__global__ void bf16_to_f32_kernel(float* dst, const bf16* src, size_t n, bool vec) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  const size_t tid = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  size_t done = 0;
+  if (vec) {
+    const size_t n8 = n / cuda::kVec;
+    for (size_t i = tid; i < n8; i += stride) {
+      float x[cuda::kVec];
+      cuda::load8(x, src + i * cuda::kVec);
+      reinterpret_cast<float4*>(dst)[2 * i] = make_float4(x[0], x[1], x[2], x[3]);
+      reinterpret_cast<float4*>(dst)[2 * i + 1] = make_float4(x[4], x[5], x[6], x[7]);
+    }
+    done = n8 * cuda::kVec;
+  }
+  for (size_t i = done + tid; i < n; i += stride) dst[i] = cuda::to_f32(src[i]);
 }
 
 bf16* H(void* p) { return static_cast<bf16*>(p); }
@@ -154,12 +178,16 @@ class CudaBackend final : public Backend {
 
   void f32_to_compute(void* dst, const float* src, size_t n) override {
     if (n == 0) return;
-    f32_to_bf16_kernel<<<cuda::grid_for(n, 256), 256, 0, stream_>>>(H(dst), src, n);
+    const bool vec = cuda::aligned16(dst) && cuda::aligned16(src);
+    f32_to_bf16_kernel<<<cuda::grid_for(vec ? cuda::ceil_div(n, cuda::kVec) : n, 256), 256, 0, stream_>>>(H(dst), src,
+                                                                                                        n, vec);
     CUDA_CHECK_LAUNCH();
   }
   void compute_to_f32(float* dst, const void* src, size_t n) override {
     if (n == 0) return;
-    bf16_to_f32_kernel<<<cuda::grid_for(n, 256), 256, 0, stream_>>>(dst, H(src), n);
+    const bool vec = cuda::aligned16(dst) && cuda::aligned16(src);
+    bf16_to_f32_kernel<<<cuda::grid_for(vec ? cuda::ceil_div(n, cuda::kVec) : n, 256), 256, 0, stream_>>>(dst, H(src),
+                                                                                                        n, vec);
     CUDA_CHECK_LAUNCH();
   }
   // The compute dtype is bf16, so these are the same conversions.
@@ -172,7 +200,8 @@ class CudaBackend final : public Backend {
   }
   void encoder_backward(float* dwte, float* dwpe, const void* dout, const int* tokens, int B, int T,
                         int C) override {
-    cuda::encoder_backward(dwte, dwpe, H(dout), tokens, B, T, C, stream_);
+    void* s = scratch("encoder_backward", cuda::encoder_backward_scratch_bytes((int64_t)B * T));
+    cuda::encoder_backward(dwte, dwpe, H(dout), tokens, B, T, C, s, stream_);
   }
 
   void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const void* w, const void* b,
@@ -183,6 +212,15 @@ class CudaBackend final : public Backend {
                           const float* mean, const float* rstd, int N, int C) override {
     void* s = scratch("layernorm_backward", cuda::layernorm_backward_scratch_bytes(C));
     cuda::layernorm_backward(H(dinp), dw, db, H(dout), H(inp), H(w), mean, rstd, N, C, s, stream_);
+  }
+  void residual_layernorm_forward(void* res, void* out, float* mean, float* rstd, const void* a, const void* b,
+                                  const void* w, const void* bias, int N, int C) override {
+    cuda::residual_layernorm_forward(H(res), H(out), mean, rstd, H(a), H(b), H(w), H(bias), N, C, stream_);
+  }
+  void layernorm_backward_residual(void* dres, float* dw, float* db, const void* dout, const void* inp,
+                                   const void* w, const float* mean, const float* rstd, int N, int C) override {
+    void* s = scratch("layernorm_backward_residual", cuda::layernorm_backward_scratch_bytes(C));
+    cuda::layernorm_backward_residual(H(dres), dw, db, H(dout), H(inp), H(w), mean, rstd, N, C, s, stream_);
   }
 
   void matmul_forward(void* out, const void* inp, const void* w, const void* bias, int N, int C,
@@ -197,6 +235,11 @@ class CudaBackend final : public Backend {
                        int N, int C, int OC) override {
     void* s = dbias ? scratch("matmul_backward", cuda::matmul_backward_scratch_bytes(OC)) : nullptr;
     cuda::matmul_backward(H(dinp), dw, dbias, H(dout), H(inp), H(w), N, C, OC, blas_, s, stream_);
+  }
+  void gelu_matmul_backward(void* dpre, float* dw, float* dbias, const void* dout, const void* inp, const void* pre,
+                            const void* w, int N, int C, int OC) override {
+    void* s = dbias ? scratch("gelu_matmul_backward", cuda::matmul_backward_scratch_bytes(OC)) : nullptr;
+    cuda::gelu_matmul_backward(H(dpre), dw, dbias, H(dout), H(inp), H(pre), H(w), N, C, OC, blas_, s, stream_);
   }
 
   void set_fused_attention(bool fused) override { fused_attention_ = fused; }
@@ -241,9 +284,9 @@ class CudaBackend final : public Backend {
                           int Vp) override {
     cuda::classifier_forward(losses, H(logits), targets, N, V, Vp, stream_);
   }
-  void classifier_backward(void* logits_to_dlogits, float* losses, const int* targets, float dloss, int N,
-                           int V, int Vp) override {
-    cuda::classifier_backward(H(logits_to_dlogits), losses, targets, dloss, N, V, Vp, stream_);
+  void classifier_backward(void* logits_to_dlogits, float* losses, double* loss_sum, const int* targets, float dloss,
+                           int N, int V, int Vp) override {
+    cuda::classifier_backward(H(logits_to_dlogits), losses, loss_sum, targets, dloss, N, V, Vp, stream_);
   }
 
   void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
@@ -313,6 +356,12 @@ class CudaBackend final : public Backend {
     scratch_bytes_ = bytes;
   }
 
+  int64_t device_memory_free() const override {
+    size_t free_bytes = 0, total_bytes = 0;
+    CUDA_CHECK(cudaSetDevice(device_));
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    return static_cast<int64_t>(free_bytes);
+  }
   // Device bytes in use on this GPU as the driver counts them (every process's, hence the baseline).
   int64_t driver_in_use() const {
     size_t free_bytes = 0, total_bytes = 0;
