@@ -161,13 +161,15 @@ std::vector<OpCost> block_forward_ops(const OpShape& s, const KeptFields* keep) 
   if (run(k(F::ln1) && k(F::ln1_stats))) layernorm_forward(ops, "ln1", s);
   if (run(k(F::qkv))) matmul_forward(ops, "qkv", s, C, 3 * C);
   if (run(k(F::atty) && k(F::att_state))) attention(ops, s, false);
+  const bool ln2 = run(k(F::ln2) && k(F::ln2_stats));
   if (run(k(F::res2))) {
     matmul_forward(ops, "attproj", s, C, C);
     residual_forward(ops, "residual 1", s);
+    if (ln2) ops.back().launches = 0;  // residual_layernorm_forward: the pair, row by row, in one launch
   }
-  if (run(k(F::ln2) && k(F::ln2_stats))) layernorm_forward(ops, "ln2", s);
-  if (run(k(F::fch)) && run(k(F::fch_gelu))) {
-    matmul_gelu_forward(ops, s);
+  if (ln2) layernorm_forward(ops, "ln2", s);
+  if (k(F::fch) == k(F::fch_gelu)) {  // gpt.cpp: one call when fch and its GELU are kept or dropped together
+    if (run(k(F::fch))) matmul_gelu_forward(ops, s);
   } else {
     if (run(k(F::fch))) matmul_forward(ops, "fc", s, C, 4 * C);
     if (run(k(F::fch_gelu))) gelu_forward(ops, s);
@@ -182,17 +184,25 @@ std::vector<OpCost> block_forward_ops(const OpShape& s, const KeptFields* keep) 
 std::vector<OpCost> block_backward_ops(const OpShape& s) {
   std::vector<OpCost> ops;
   const double C = (double)s.C;
+  // gelu_matmul_backward: on the cpu matmul_backward then gelu_backward; on cuda the GELU's backward is the
+  // product's epilogue, reading the kept pre-activation
   matmul_backward(ops, "fcproj", s, 4 * C, C, true);
   const double n = (double)s.N() * 4 * s.C;
-  ops.push_back(kernel(mem("gelu backward", OpClass::stream, 3.0 * n * s.cs), "gelu_backward", n));
+  if (s.cpu)
+    ops.push_back(kernel(mem("gelu backward", OpClass::stream, 3.0 * n * s.cs), "gelu_backward", n));
+  else
+    ops.push_back(mem("fcproj dgelu epilogue", OpClass::stream, n * s.cs, 0));
   matmul_backward(ops, "fc", s, C, 4 * C, true);
+  // layernorm_backward_residual: the layernorm's input gradient added into dres in the same launch
   layernorm_backward(ops, "ln2 backward", s);
   residual_backward(ops, "residual 2 backward", s);
+  ops.back().launches = 0;
   matmul_backward(ops, "attproj", s, C, C, true);
   attention(ops, s, true);
   matmul_backward(ops, "qkv", s, C, 3 * C, true);
   layernorm_backward(ops, "ln1 backward", s);
   residual_backward(ops, "residual 1 backward", s);
+  ops.back().launches = 0;
   return ops;
 }
 
@@ -219,10 +229,7 @@ std::vector<OpCost> head_backward_ops(const OpShape& s) {
 
 std::vector<OpCost> lm_head_forward_ops(const OpShape& s) {
   std::vector<OpCost> ops;
-  matmul_forward(ops, "lm_head", s, (double)s.C, (double)s.Vp);
-  const double logits = (double)s.N() * s.Vp * s.cs;
-  ops.push_back(kernel(mem("classifier", OpClass::stream, (s.cpu ? 2 : 1) * logits), "classifier_forward",
-                       (double)s.N() * s.V));
+  matmul_forward(ops, "lm_head", s, (double)s.C, (double)s.Vp);  // training has no classifier forward
   return ops;
 }
 

@@ -14,9 +14,10 @@
 // Layernorm, GELU and the classifier also carry their kernel family and element count: a calibrated CPU
 // file rates them by elements (their exp work, not their bytes, bounds them there). Bytes are what an op
 // reads plus what it writes, at the compute dtype's size for activations and 4 for
-// fp32 statistics, gradients and model states. The classifier's exp work is priced as passes over the
-// logits: on the CPU 2 in forward (max, exp-sum) and 5 in backward (max, exp-sum + write, scale + write);
-// the CUDA kernels read the row once in forward and read + write it once in backward.
+// fp32 statistics, gradients and model states. Training runs one classifier pass, in backward (losses and
+// dlogits together): on the CPU 5 passes over the logits (max, exp-sum + write, scale + write), on CUDA one
+// read and one write. gpt.cpp's fused pairs (residual + ln2, ln backward + residual, fcproj backward + GELU
+// backward) are priced as the two ops they replace, in one launch (the CPU twins run the pair row by row).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -67,7 +68,7 @@ std::vector<OpCost> embed_forward_ops(const OpShape& s);    // token + position 
 std::vector<OpCost> embed_backward_ops(const OpShape& s);   // into wte's and wpe's gradients
 std::vector<OpCost> head_forward_ops(const OpShape& s);     // final layernorm
 std::vector<OpCost> head_backward_ops(const OpShape& s);
-std::vector<OpCost> lm_head_forward_ops(const OpShape& s);  // logits = lnf @ wte^T, classifier forward
+std::vector<OpCost> lm_head_forward_ops(const OpShape& s);  // logits = lnf @ wte^T
 std::vector<OpCost> lm_head_backward_ops(const OpShape& s); // classifier backward, the product's backward
 
 // Model FLOPs of one micro-step's forward and backward (the products only: what MFU counts), and the
