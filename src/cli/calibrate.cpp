@@ -110,18 +110,9 @@ struct Point {
   std::function<std::function<void()>()> setup;
 };
 
-ComputeProfile measure_compute(Communicator& world, bool quick, int threads) {
-  ComputeProfile p;
-  p.ranks = world.world();
-  p.threads = threads;
-  const int passes = quick ? 1 : 3;
-  // Every rank loops over a point for the same wall-clock window (after a barrier), so that with R ranks the
-  // rates are those of R ranks computing at once, as they do in a training step.
-  const double min_t = quick ? 0.01 : 0.06;
-  const int min_reps = quick ? 2 : 3;
-  std::vector<Point> pts;
-
-  // products: the backend's forward product (no bias: the plain sgemm) and its backward call
+// Products: the backend's forward product (no bias: the plain sgemm) and its backward call; attention-like
+// single-threaded tasks side by side.
+void product_points(std::vector<Point>& pts, bool quick, int threads) {
   for (const Shape& sh : gemm_shapes(quick)) {
     pts.push_back({"gemm", sh.mnk(), 2 * sh.mnk(), [sh] {
                      auto a = std::make_shared<std::vector<float>>((size_t)sh.m * sh.k, 0.5f);
@@ -161,7 +152,10 @@ ComputeProfile measure_compute(Communicator& world, bool quick, int threads) {
                      }});
     }
   }
-  // stream: out = a + b (the residual kernel, 12 bytes per element); copy: memcpy
+}
+
+// stream: out = a + b (the residual kernel, 12 bytes per element); copy: memcpy
+void memory_points(std::vector<Point>& pts, bool quick) {
   for (size_t n = 1024; n <= (quick ? (size_t)1 << 20 : (size_t)16 << 20); n *= 4)
     pts.push_back({"stream", 12.0 * n, 12.0 * n, [n] {
                      auto a = std::make_shared<std::vector<float>>(n, 1.0f), b = std::make_shared<std::vector<float>>(n, 2.0f);
@@ -173,9 +167,11 @@ ComputeProfile measure_compute(Communicator& world, bool quick, int threads) {
                      auto a = std::make_shared<std::vector<char>>(n, 1), b = std::make_shared<std::vector<char>>(n);
                      return std::function<void()>([=] { std::memcpy(b->data(), a->data(), n); });
                    }});
-  // kernel families, by elements: layernorm rows of C = 512, GELU, the classifier over GPT-2's vocabulary,
-  // AdamW over a segment
-  const int C = 512, V = 50257, Vp = 50304;
+}
+
+// Kernel families, by elements: layernorm rows of C = 512, GELU and AdamW over a segment.
+void kernel_points(std::vector<Point>& pts, bool quick) {
+  const int C = 512;
   for (int rows : quick ? std::vector<int>{64, 1024} : std::vector<int>{16, 64, 256, 1024, 4096}) {
     const double n = (double)rows * C;
     pts.push_back({"layernorm_forward", n, n, [rows, C] {
@@ -219,6 +215,11 @@ ComputeProfile measure_compute(Communicator& world, bool quick, int threads) {
                      });
                    }});
   }
+}
+
+// The classifier over GPT-2's vocabulary, forward-only (evaluation) and training's single backward pass.
+void classifier_points(std::vector<Point>& pts, bool quick) {
+  const int V = 50257, Vp = 50304;
   for (int rows : quick ? std::vector<int>{8, 64} : std::vector<int>{4, 16, 64, 256}) {
     const double n = (double)rows * V;
     for (const bool bwd : {false, true})
@@ -235,6 +236,22 @@ ComputeProfile measure_compute(Communicator& world, bool quick, int threads) {
                        });
                      }});
   }
+}
+
+ComputeProfile measure_compute(Communicator& world, bool quick, int threads) {
+  ComputeProfile p;
+  p.ranks = world.world();
+  p.threads = threads;
+  const int passes = quick ? 1 : 3;
+  // Every rank loops over a point for the same wall-clock window (after a barrier), so that with R ranks the
+  // rates are those of R ranks computing at once, as they do in a training step.
+  const double min_t = quick ? 0.01 : 0.06;
+  const int min_reps = quick ? 2 : 3;
+  std::vector<Point> pts;
+  product_points(pts, quick, threads);
+  memory_points(pts, quick);
+  kernel_points(pts, quick);
+  classifier_points(pts, quick);
 
   std::vector<std::vector<double>> per_call(pts.size());
   for (int pass = 0; pass < passes; pass++) {
@@ -334,6 +351,12 @@ std::string first_line_of(const std::string& path, const std::string& key) {
   return "";
 }
 
+HardwareSpec new_cpu_file(int cores, const ComputeProfile& prof);
+void merge_measurement(HardwareSpec& h, const ComputeProfile& prof, int N, const MeasuredNetwork& net,
+                       const std::string& raw);
+void print_calibration(const std::string& out, int N, int threads, double seconds, const ComputeProfile& prof,
+                       const MeasuredNetwork& net, bool json);
+
 }  // namespace
 
 void run_calibration(Communicator& world, const std::string& out, bool quick, bool json) {
@@ -366,22 +389,46 @@ void run_calibration(Communicator& world, const std::string& out, bool quick, bo
   const std::string loadavg = loadavg_now();
   if (world.rank() != 0) return;
 
-  if (!have) {
-    const std::string model = first_line_of("/proc/cpuinfo", "model name");
-    h.name = str("this machine: ", model.empty() ? std::string("CPU") : model, ", ", cores, " cores (gpt bench --calibrate)");
-    h.kind = "cpu";
-    h.dtype = DType::F32;
-    h.cores = cores;
-    h.overlap = false;
-    h.devices_per_node = 1 << 16;  // every rank of a CPU run is on this machine
-    h.intra.bandwidth = prof.copy.max_y();
-    h.intra.latency = 2e-5;
-    h.inter = h.intra;
-    h.notes.push_back("network.intra and inter are placeholders (memcpy bandwidth, 20 us): measured fits replace them "
-                      "for the rank counts in network.measured (mpirun -n R gpt bench --calibrate --out this file)");
-    h.notes.push_back("network.overlap false: OpenMPI progresses nonblocking collectives only inside MPI calls "
-                      "(src/dist/comm_mpi.cpp), so the model exposes every collective");
-  }
+  if (!have) h = new_cpu_file(cores, prof);
+  merge_measurement(h, prof, N, net, raw);
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M", std::localtime(&now));
+  h.sources.push_back(str("gpt bench --calibrate", quick ? " --quick" : "", " at ", N, " rank(s) x ", threads,
+                          " thread(s), ", date, ", load average before/after: ", load, " / ", loadavg, ", ",
+                          now_seconds() - t0, " s"));
+  const std::string text = hardware_to_json(h);
+  parse_hardware(text, out);  // what we write must read back
+  write_file_atomic(out, text.data(), text.size());
+  print_calibration(out, N, threads, now_seconds() - t0, prof, net, json);
+}
+
+namespace {
+
+// A fresh cpu hardware file for this machine: placeholders for the links until collectives are measured.
+HardwareSpec new_cpu_file(int cores, const ComputeProfile& prof) {
+  HardwareSpec h;
+  const std::string model = first_line_of("/proc/cpuinfo", "model name");
+  h.name = str("this machine: ", model.empty() ? std::string("CPU") : model, ", ", cores, " cores (gpt bench --calibrate)");
+  h.kind = "cpu";
+  h.dtype = DType::F32;
+  h.cores = cores;
+  h.overlap = false;
+  h.devices_per_node = 1 << 16;  // every rank of a CPU run is on this machine
+  h.intra.bandwidth = prof.copy.max_y();
+  h.intra.latency = 2e-5;
+  h.inter = h.intra;
+  h.notes.push_back("network.intra and inter are placeholders (memcpy bandwidth, 20 us): measured fits replace them "
+                    "for the rank counts in network.measured (mpirun -n R gpt bench --calibrate --out this file)");
+  h.notes.push_back("network.overlap false: OpenMPI progresses nonblocking collectives only inside MPI calls "
+                    "(src/dist/comm_mpi.cpp), so the model exposes every collective");
+  return h;
+}
+
+// Replaces the profile (and at N > 1 the collective fits) of this rank count; the file's peak and bandwidths
+// follow.
+void merge_measurement(HardwareSpec& h, const ComputeProfile& prof, int N, const MeasuredNetwork& net,
+                       const std::string& raw) {
   h.profiles.erase(std::remove_if(h.profiles.begin(), h.profiles.end(),
                                   [&](const ComputeProfile& p) { return p.ranks == prof.ranks && p.threads == prof.threads; }),
                    h.profiles.end());
@@ -404,23 +451,18 @@ void run_calibration(Communicator& world, const std::string& out, bool quick, bo
   if (h.peak_flops == 0) h.peak_flops = prof.gemm.max_y();
   h.host_bandwidth = std::max(h.host_bandwidth, prof.stream.max_y());
   h.pcie_bandwidth = std::max(h.pcie_bandwidth, prof.copy.max_y());
-  const std::time_t now = std::time(nullptr);
-  char date[32];
-  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M", std::localtime(&now));
-  h.sources.push_back(str("gpt bench --calibrate", quick ? " --quick" : "", " at ", N, " rank(s) x ", threads,
-                          " thread(s), ", date, ", load average before/after: ", load, " / ", loadavg, ", ",
-                          now_seconds() - t0, " s"));
-  const std::string text = hardware_to_json(h);
-  parse_hardware(text, out);  // what we write must read back
-  write_file_atomic(out, text.data(), text.size());
+}
+
+void print_calibration(const std::string& out, int N, int threads, double seconds, const ComputeProfile& prof,
+                       const MeasuredNetwork& net, bool json) {
   if (json) {
     std::printf("{\"calibrated\": \"%s\", \"ranks\": %d, \"threads\": %d, \"peak_gflops\": %.2f, \"stream_gbps\": %.2f, "
                 "\"seconds\": %.1f}\n",
-                out.c_str(), N, threads, prof.gemm.max_y() / 1e9, prof.stream.max_y() / 1e9, now_seconds() - t0);
+                out.c_str(), N, threads, prof.gemm.max_y() / 1e9, prof.stream.max_y() / 1e9, seconds);
   } else {
     std::printf("calibrated %d rank(s) x %d thread(s) in %.1f s: sgemm up to %.1f GFLOP/s, stream up to %.2f GB/s, "
                 "memcpy up to %.2f GB/s\n",
-                N, threads, now_seconds() - t0, prof.gemm.max_y() / 1e9, prof.stream.max_y() / 1e9,
+                N, threads, seconds, prof.gemm.max_y() / 1e9, prof.stream.max_y() / 1e9,
                 prof.copy.max_y() / 1e9);
     if (N > 1)
       std::printf("network at %d ranks: all_gather %.3g GB/s + %.3g us/step, reduce_scatter %.3g GB/s + %.3g us/step, "
@@ -432,5 +474,7 @@ void run_calibration(Communicator& world, const std::string& out, bool quick, bo
   }
   std::fflush(stdout);
 }
+
+}  // namespace
 
 }  // namespace gpt

@@ -165,84 +165,45 @@ Link read_link(Obj& o, const std::string& bw_key) {
 
 const char* kind_key(int i) { return i == 0 ? "all_gather" : i == 1 ? "reduce_scatter" : "all_reduce"; }
 
-}  // namespace
-
-HardwareSpec parse_hardware(std::string_view json, const std::string& file) {
-  const JsonValue root = parse_json(json, file);
-  Obj top(root, "", file);
-  HardwareSpec h;
-  h.file = file;
-  h.name = top.text("name", file);
-  h.kind = top.text("kind", "cpu");
-  GPT_CHECK(h.kind == "cpu" || h.kind == "gpu", file, ": field kind: expected \"cpu\" or \"gpu\", got \"", h.kind, "\"");
-  const std::string dt = top.text("dtype", h.kind == "cpu" ? "fp32" : "bf16");
-  GPT_CHECK(dt == "fp32" || dt == "bf16", file, ": field dtype: expected \"fp32\" or \"bf16\", got \"", dt, "\"");
-  h.dtype = dt == "fp32" ? DType::F32 : DType::BF16;
-  h.peak_flops = top.need_num("peak_flops", 1e-300, 1e300);
-  h.memory_bytes = top.num("memory_bytes", 0.0, 0.0, 1e300);
-  h.cores = (int)top.num("cores", 0, 0, 1 << 20);
-  h.op_overhead = top.num("op_overhead_s", 0.0, 0.0, 1.0);
-  h.sources = top.strings("sources");
-  h.assumptions = top.strings("assumptions");
-  h.notes = top.strings("notes");
-  GPT_CHECK(!(h.kind == "cpu" && h.cores == 0), file, ": field cores: missing (a cpu file names the cores its ranks share)");
-
-  const JsonValue& profs = top.need("profiles");
-  GPT_CHECK(profs.kind == JsonValue::Kind::array && !profs.items.empty(), file,
-            ": field profiles: expected a non-empty array of objects, got ", profs.kind_name());
-  for (size_t i = 0; i < profs.items.size(); i++) {
-    Obj p(profs.items[i], str("profiles[", i, "]"), file);
-    ComputeProfile cp;
-    cp.ranks = (int)p.num("ranks", 1, 1, 1 << 20);
-    cp.threads = (int)p.num("threads", 1, 1, 1 << 20);
-    const bool has_frac = p.get("gemm_fraction_of_peak") != nullptr;
-    const bool has_gemm = p.get("gemm") != nullptr;
-    GPT_CHECK(has_frac != has_gemm, file, ": field ", p.field("gemm"), ": give exactly one of gemm and gemm_fraction_of_peak");
-    if (has_gemm) {
-      cp.gemm = p.curve("gemm", true);
-    } else {
-      cp.gemm = p.curve("gemm_fraction_of_peak", true);
-      for (size_t j = 0; j < cp.gemm.points.size(); j++)
-        GPT_CHECK(cp.gemm.points[j].second <= 1.0, file, ": field ", p.field("gemm_fraction_of_peak"), "[", j,
-                  "][1]: a fraction of the peak must be <= 1, got ", cp.gemm.points[j].second);
-      cp.gemm = cp.gemm.scaled(h.peak_flops);
-    }
-    cp.gemm_backward = p.curve("gemm_backward", false);
-    if (cp.gemm_backward.empty()) cp.gemm_backward = cp.gemm;
-    cp.gemm_tasks = p.curve("gemm_tasks", false);
-    if (cp.gemm_tasks.empty()) cp.gemm_tasks = cp.gemm;
-    cp.stream = p.curve("stream", true);
-    cp.copy = p.curve("copy", false);
-    if (cp.copy.empty()) cp.copy = cp.stream;
-    if (const JsonValue* kv = p.get("kernels")) {
-      Obj ko(*kv, p.field("kernels"), file);
-      for (const std::string& fam : kernel_families()) {
-        RateCurve c = ko.curve(fam, false);
-        if (!c.empty()) cp.kernels[fam] = c;
-      }
-      ko.finish();
-    }
-    p.finish();
-    for (const ComputeProfile& q : h.profiles)
-      GPT_CHECK(q.ranks != cp.ranks || q.threads != cp.threads, file, ": field profiles[", i, "]: a second profile for ",
-                cp.ranks, " ranks x ", cp.threads, " threads");
-    h.profiles.push_back(cp);
-  }
-
-  if (const JsonValue* hv = top.get("host")) {
-    Obj o(*hv, "host", file);
-    h.host_bandwidth = o.need_num("bandwidth", 1e-300, 1e300);
-    h.pcie_bandwidth = o.need_num("pcie", 1e-300, 1e300);
-    o.finish();
+// profiles[i]: one rank count x thread count's rates (a gemm curve, or fractions of peak_flops on a gpu).
+ComputeProfile read_profile(const JsonValue& v, size_t i, const std::string& file, double peak_flops) {
+  Obj p(v, str("profiles[", i, "]"), file);
+  ComputeProfile cp;
+  cp.ranks = (int)p.num("ranks", 1, 1, 1 << 20);
+  cp.threads = (int)p.num("threads", 1, 1, 1 << 20);
+  const bool has_frac = p.get("gemm_fraction_of_peak") != nullptr;
+  const bool has_gemm = p.get("gemm") != nullptr;
+  GPT_CHECK(has_frac != has_gemm, file, ": field ", p.field("gemm"), ": give exactly one of gemm and gemm_fraction_of_peak");
+  if (has_gemm) {
+    cp.gemm = p.curve("gemm", true);
   } else {
-    GPT_CHECK(h.kind == "cpu", file, ": field host: missing (a gpu file gives host.bandwidth and host.pcie)");
+    cp.gemm = p.curve("gemm_fraction_of_peak", true);
+    for (size_t j = 0; j < cp.gemm.points.size(); j++)
+      GPT_CHECK(cp.gemm.points[j].second <= 1.0, file, ": field ", p.field("gemm_fraction_of_peak"), "[", j,
+                "][1]: a fraction of the peak must be <= 1, got ", cp.gemm.points[j].second);
+    cp.gemm = cp.gemm.scaled(peak_flops);
   }
-  if (h.kind == "cpu") {  // host and device are the same memory; copies run at the copy curve
-    if (h.host_bandwidth == 0) h.host_bandwidth = h.profiles[0].stream.max_y();
-    if (h.pcie_bandwidth == 0) h.pcie_bandwidth = h.profiles[0].copy.max_y();
+  cp.gemm_backward = p.curve("gemm_backward", false);
+  if (cp.gemm_backward.empty()) cp.gemm_backward = cp.gemm;
+  cp.gemm_tasks = p.curve("gemm_tasks", false);
+  if (cp.gemm_tasks.empty()) cp.gemm_tasks = cp.gemm;
+  cp.stream = p.curve("stream", true);
+  cp.copy = p.curve("copy", false);
+  if (cp.copy.empty()) cp.copy = cp.stream;
+  if (const JsonValue* kv = p.get("kernels")) {
+    Obj ko(*kv, p.field("kernels"), file);
+    for (const std::string& fam : kernel_families()) {
+      RateCurve c = ko.curve(fam, false);
+      if (!c.empty()) cp.kernels[fam] = c;
+    }
+    ko.finish();
   }
+  p.finish();
+  return cp;
+}
 
-  const JsonValue& nv = top.need("network");
+// network: overlap, devices per node, the intra- and inter-node links and the measured per-collective fits.
+void read_network(const JsonValue& nv, const std::string& file, HardwareSpec& h) {
   Obj net(nv, "network", file);
   h.overlap = net.boolean("overlap", h.kind == "gpu");
   h.devices_per_node = (int)net.num("devices_per_node", h.kind == "gpu" ? 8 : 1 << 20, 1, 1 << 20);
@@ -275,6 +236,55 @@ HardwareSpec parse_hardware(std::string_view json, const std::string& file) {
     }
   }
   net.finish();
+}
+
+}  // namespace
+
+HardwareSpec parse_hardware(std::string_view json, const std::string& file) {
+  const JsonValue root = parse_json(json, file);
+  Obj top(root, "", file);
+  HardwareSpec h;
+  h.file = file;
+  h.name = top.text("name", file);
+  h.kind = top.text("kind", "cpu");
+  GPT_CHECK(h.kind == "cpu" || h.kind == "gpu", file, ": field kind: expected \"cpu\" or \"gpu\", got \"", h.kind, "\"");
+  const std::string dt = top.text("dtype", h.kind == "cpu" ? "fp32" : "bf16");
+  GPT_CHECK(dt == "fp32" || dt == "bf16", file, ": field dtype: expected \"fp32\" or \"bf16\", got \"", dt, "\"");
+  h.dtype = dt == "fp32" ? DType::F32 : DType::BF16;
+  h.peak_flops = top.need_num("peak_flops", 1e-300, 1e300);
+  h.memory_bytes = top.num("memory_bytes", 0.0, 0.0, 1e300);
+  h.cores = (int)top.num("cores", 0, 0, 1 << 20);
+  h.op_overhead = top.num("op_overhead_s", 0.0, 0.0, 1.0);
+  h.sources = top.strings("sources");
+  h.assumptions = top.strings("assumptions");
+  h.notes = top.strings("notes");
+  GPT_CHECK(!(h.kind == "cpu" && h.cores == 0), file, ": field cores: missing (a cpu file names the cores its ranks share)");
+
+  const JsonValue& profs = top.need("profiles");
+  GPT_CHECK(profs.kind == JsonValue::Kind::array && !profs.items.empty(), file,
+            ": field profiles: expected a non-empty array of objects, got ", profs.kind_name());
+  for (size_t i = 0; i < profs.items.size(); i++) {
+    ComputeProfile cp = read_profile(profs.items[i], i, file, h.peak_flops);
+    for (const ComputeProfile& q : h.profiles)
+      GPT_CHECK(q.ranks != cp.ranks || q.threads != cp.threads, file, ": field profiles[", i, "]: a second profile for ",
+                cp.ranks, " ranks x ", cp.threads, " threads");
+    h.profiles.push_back(cp);
+  }
+
+  if (const JsonValue* hv = top.get("host")) {
+    Obj o(*hv, "host", file);
+    h.host_bandwidth = o.need_num("bandwidth", 1e-300, 1e300);
+    h.pcie_bandwidth = o.need_num("pcie", 1e-300, 1e300);
+    o.finish();
+  } else {
+    GPT_CHECK(h.kind == "cpu", file, ": field host: missing (a gpu file gives host.bandwidth and host.pcie)");
+  }
+  if (h.kind == "cpu") {  // host and device are the same memory; copies run at the copy curve
+    if (h.host_bandwidth == 0) h.host_bandwidth = h.profiles[0].stream.max_y();
+    if (h.pcie_bandwidth == 0) h.pcie_bandwidth = h.profiles[0].copy.max_y();
+  }
+
+  read_network(top.need("network"), file, h);
   top.finish();
   return h;
 }

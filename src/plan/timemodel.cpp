@@ -469,6 +469,32 @@ class Replay {
   std::deque<int> pending_;
 };
 
+// Each unit's gather and reduction on its own, for the report.
+void unit_collectives(std::vector<UnitTime>& units, const EngineGeometry& geo, const NetworkModel& net, int R,
+                      DType compute) {
+  const int replica_world = geo.world / geo.group;
+  const DType rdt = geo.bf16_reduce ? DType::BF16 : DType::F32;
+  for (int u = 0; u < (int)units.size(); u++) {
+    const UnitGeometry& g = geo.units[u];
+    UnitTime& ut = units[u];
+    if (geo.group > 1) {
+      ut.gather = net.seconds(CollKind::all_gather, collective_bytes(CollKind::all_gather, (size_t)g.shard_numel,
+                                                                     compute, geo.group),
+                              geo.group, std::min(geo.group, R));
+      ut.reduce = net.seconds(CollKind::reduce_scatter,
+                              collective_bytes(CollKind::reduce_scatter, (size_t)g.shard_numel, rdt, geo.group), geo.group,
+                              std::min(geo.group, R));
+      if (replica_world > 1)
+        ut.reduce += net.seconds(CollKind::all_reduce,
+                                 collective_bytes(CollKind::all_reduce, (size_t)g.shard_numel, rdt, replica_world),
+                                 replica_world, std::max(1, R / geo.group));
+    } else if (replica_world > 1) {
+      ut.reduce = net.seconds(CollKind::all_reduce, collective_bytes(CollKind::all_reduce, (size_t)g.padded, rdt, replica_world),
+                              replica_world, std::min(R, replica_world));
+    }
+  }
+}
+
 }  // namespace
 
 TimePlan plan_time(const TimeModelInput& in, const HardwareSpec& hw) {
@@ -519,28 +545,7 @@ TimePlan plan_time(const TimeModelInput& in, const HardwareSpec& hw) {
   embed.backward = rates.seconds(eb) + rates.seconds(lb);
   hw_flops += products_flops(lf) + products_flops(lb);
 
-  // The collectives of each unit, for the report.
-  const int replica_world = geo.world / geo.group;
-  const DType rdt = geo.bf16_reduce ? DType::BF16 : DType::F32;
-  for (int u = 0; u < layout.num_units(); u++) {
-    const UnitGeometry& g = geo.units[u];
-    UnitTime& ut = units[u];
-    if (geo.group > 1) {
-      ut.gather = net.seconds(CollKind::all_gather, collective_bytes(CollKind::all_gather, (size_t)g.shard_numel,
-                                                                     in.run.compute, geo.group),
-                              geo.group, std::min(geo.group, R));
-      ut.reduce = net.seconds(CollKind::reduce_scatter,
-                              collective_bytes(CollKind::reduce_scatter, (size_t)g.shard_numel, rdt, geo.group), geo.group,
-                              std::min(geo.group, R));
-      if (replica_world > 1)
-        ut.reduce += net.seconds(CollKind::all_reduce,
-                                 collective_bytes(CollKind::all_reduce, (size_t)g.shard_numel, rdt, replica_world),
-                                 replica_world, std::max(1, R / geo.group));
-    } else if (replica_world > 1) {
-      ut.reduce = net.seconds(CollKind::all_reduce, collective_bytes(CollKind::all_reduce, (size_t)g.padded, rdt, replica_world),
-                              replica_world, std::min(R, replica_world));
-    }
-  }
+  unit_collectives(units, geo, net, R, in.run.compute);
 
   Replay replay(in, hw, layout, geo, rates, net, R);
   TimePlan r = replay.run(units, rates.seconds(ef), rates.seconds(eb), rates.seconds(lf), rates.seconds(lb));
