@@ -56,7 +56,9 @@ def measured(a, out):
         ax[0].scatter(float(r["measured_ms"]), float(r["predicted_ms"]), s=10, alpha=0.3, color=colors.get(r["N"], "k"))
     for r in rows:
         m, p = float(r["measured_ms"]), float(r["predicted_ms"])
-        ax[0].errorbar(m, p, xerr=[[m - float(r["measured_min_ms"])], [float(r["measured_max_ms"]) - m]], fmt="o",
+        # the median is rounded to 0.1 ms in summary.csv, the extremes are not: clamp the bars at 0
+        lo_bar, hi_bar = max(0.0, m - float(r["measured_min_ms"])), max(0.0, float(r["measured_max_ms"]) - m)
+        ax[0].errorbar(m, p, xerr=[[lo_bar], [hi_bar]], fmt="o",
                        color=colors.get(r["N"], "k"), ms=5, capsize=2)
     xs = [lo, hi]
     ax[0].plot(xs, xs, "k-", lw=1)

@@ -5,7 +5,9 @@ Protocol, per round and per configuration (the rounds interleave the configurati
 one configuration later than the previous one):
   1. calibrate: a fresh hardware file from `gpt bench --calibrate` at the configuration's rank count
      (sgemm, streaming and memcpy rates of N ranks running at once; MPI collective fits at N > 1). Nothing
-     is fitted to training steps: the calibration times microbenchmarks only.
+     is fitted to training steps: the calibration times microbenchmarks only. With --calibration round
+     (a calibration costs 25-190 s here) one file per rank count and round serves that round's
+     configurations at that N.
   2. predict: `gpt memplan --time --hardware FILE --json` for the configuration (step_ms).
   3. measure: `gpt bench --json --steps S` (median ms/step over S steps after a warm-up step).
 The load average is recorded before and after each measurement. Multi-rank runs use
@@ -64,11 +66,14 @@ def parse():
     p.add_argument("--rounds", type=int, default=3, help="rounds over all configurations (default 3; quick 1)")
     p.add_argument("--steps", type=int, default=8, help="timed steps per gpt bench (default 8; quick 2)")
     p.add_argument("--only", default=None, help="comma-separated labels (or substrings) of configurations to run")
+    p.add_argument("--calibration", choices=("config", "round"), default="config",
+                   help="a fresh hardware file per configuration (default), or one per rank count and round "
+                        "(reused by that round's configurations at the same N; quick)")
     p.add_argument("-B", type=int, default=4, help="per-rank micro-batch (default 4)")
     p.add_argument("-T", type=int, default=64, help="sequence length (default 64)")
     a = p.parse_args()
     if a.quick:
-        a.rounds, a.steps = 1, 2
+        a.rounds, a.steps, a.calibration = 1, 2, "round"
     for flag, v in (("--rounds", a.rounds), ("--steps", a.steps), ("-B", a.B), ("-T", a.T)):
         if v < 1:
             raise c.UserError(f"{flag}: must be >= 1, got {v}")
@@ -119,16 +124,14 @@ def main():
     t_start = time.time()
     for r in range(a.rounds):
         order = a.configs[r % len(a.configs):] + a.configs[:r % len(a.configs)]
+        calibrated = {}  # N -> (file, load, seconds) for --calibration round
         for label, preset, n, extra in order:
-            tag = label.replace(" ", "_").replace(":", "")
-            hw = cal / f"round{r + 1}_{tag}.json"
-            if hw.exists():
-                hw.unlink()
             env = env_for(n)
-            load_cal = loadavg()
-            rc, secs, txt = c.run(c.launch(a, n, [a.gpt, "bench", "--calibrate", "--out", str(hw)]), env, a.timeout, log)
-            if rc != 0:
-                raise c.UserError(f"calibration failed for {label}: {txt.strip().splitlines()[-1] if txt.strip() else rc}")
+            if a.calibration == "round" and n in calibrated:
+                hw, load_cal, secs = calibrated[n]
+            else:
+                hw, load_cal, secs = calibrate(a, cal, r, label if a.calibration == "config" else f"N{n}", n, env, log)
+                calibrated[n] = (hw, load_cal, secs)
             rc, _, txt = c.run([a.gpt, "memplan", "--config", preset, "--world", str(n), *model, *extra, "--time",
                                 "--hardware", str(hw), "--json"], env, a.timeout, log)
             pred = last_json(txt) if rc == 0 else None
@@ -155,6 +158,20 @@ def main():
                   f"{load_after:.2f}", flush=True)
             write(out, rows)
     summarize(out, rows)
+
+
+def calibrate(a, cal, r, tag, n, env, log):
+    """A fresh hardware file from `gpt bench --calibrate` at n ranks: (path, load average, seconds)."""
+    hw = cal / f"round{r + 1}_{tag.replace(' ', '_').replace(':', '')}.json"
+    if hw.exists():
+        hw.unlink()
+    load = loadavg()
+    quick = ["--quick"] if a.quick else []  # fewer sizes and repetitions: seconds instead of a minute
+    rc, secs, txt = c.run(c.launch(a, n, [a.gpt, "bench", "--calibrate", "--out", str(hw), *quick]), env, a.timeout,
+                          log)
+    if rc != 0:
+        raise c.UserError(f"calibration failed for {tag}: {txt.strip().splitlines()[-1] if txt.strip() else rc}")
+    return hw, load, secs
 
 
 def write(out, rows):
