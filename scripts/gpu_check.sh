@@ -15,7 +15,9 @@
 #                      llm.c model file on the same tokens, within a derived bf16 bound; every attention path
 #                      against the others; `gpt memplan` == the ledger's peak of the same runs, to the byte
 #   bench        60 s  gpt bench d12 -B 16 -T 1024, one per attention path (`gpt train --help` lists them):
-#                      tokens/s, MFU; `gpt memplan --device cuda` against the bench's peak_device_mib
+#                      tokens/s, MFU; `gpt memplan --device cuda` against the bench's peak_device_mib, and
+#                      `gpt memplan --time --hardware data/hardware/h200.json` (the predicted ms/step beside the
+#                      measured one; recorded, not a gate)
 #   torch_peer   50 s  scripts/bench_pytorch.py, the same model and batch at PyTorch's best: bf16 autocast,
 #                      SDPA (causal), fused AdamW, torch.compile when it compiled within 90 s (else eager)
 #   racecheck    35 s  compute-sanitizer --tool racecheck on the attention twin tests (small shapes); where
@@ -64,7 +66,7 @@ plan=(
   "build|150|cmake (CUDA on, MPI off, sm_$arch) + ninja -j\$(nproc) gpt test_cuda; torch.compile warms its cache meanwhile (<= 90 s)"
   "twins|45|test_cuda: CUDA ops and d2 training steps vs the CPU twin (no skips allowed)"
   "correctness|70|gpu_correctness.py: d12 B8 T256, 20 steps, gpt (each attention path) vs PyTorch fp32, derived bf16 bound; memplan == ledger"
-  "bench|60|gpt bench d12 -B 16 -T 1024 per attention path: tokens/s, MFU; memplan vs peak_device_mib"
+  "bench|60|gpt bench d12 -B 16 -T 1024 per attention path: tokens/s, MFU; memplan vs peak_device_mib; memplan --time (h200.json) vs ms/step"
   "torch_peer|50|bench_pytorch.py d12 -B 16 -T 1024: bf16 autocast, SDPA, fused AdamW, torch.compile if cached in time"
   "racecheck|35|compute-sanitizer racecheck, attention twin tests (skip only where the device is unsupported)"
   "d48|0|only with time left: gpt bench d48 -B 4 -T 1024 --recompute full, then + --offload optimizer"
@@ -345,6 +347,17 @@ for p in "${paths[@]}"; do
     mrc=$?
     save_result "memplan_$p" "$(report peak --json "$work/memplan_$p.out" "$work/results/$name.json" 2>/dev/null)"
     record "memplan_$p" "$( ((mrc == 0)) && echo ok || echo failed)" "$mrc" 0 1 "$m"
+    # The time model's prediction for the same run on the H200 datasheet file, beside the measured step
+    # (pure arithmetic, well under a second; not a gate: it records how far the model is from this GPU).
+    "$gpt_bin" memplan --device cuda --config d12 -B "$bench_B" -T 1024 --attention "$p" --time \
+      --hardware data/hardware/h200.json --json >"$work/time_model_$p.out" 2>&1
+    trc=$?
+    tm=$(last_json "$work/time_model_$p.out")
+    save_result "time_model_$p" "$tm"
+    pred_ms=$(printf '%s' "$tm" | grep -oE '"step_ms": [0-9.e+-]+' | head -n 1 | awk '{print $2}')
+    meas_ms=$(printf '%s' "$b" | grep -oE '"ms_per_step": [0-9.e+-]+' | head -n 1 | awk '{print $2}')
+    record "time_model_$p" "$( ((trc == 0)) && [[ -n $pred_ms ]] && echo ok || echo failed)" "$trc" 0 0 \
+      "predicted ${pred_ms:-?} ms/step on data/hardware/h200.json, measured ${meas_ms:-?} ms/step$(awk -v p="$pred_ms" -v m="$meas_ms" 'BEGIN { if (p > 0 && m > 0) printf " (predicted/measured %.2f)", p / m }')"
   fi
 done
 

@@ -45,6 +45,23 @@ for name in zero_memory comm_volume levers loss_vs_size throughput isoflop; do
   echo "   $(( $(date +%s) - start )) s"
 done
 
+echo "== time_model: measure --quick (calibrate, predict, measure), its plot, a sweep and the published points"
+start=$(date +%s)
+tm="$tmp/time_model"
+"$py" scripts/scaling/time_model_measure.py --gpt "$gpt" --out "$tm" --quick > "$tmp/tm.log" 2>&1 \
+  || { tail -20 "$tmp/tm.log" >&2; echo "FAIL: time_model_measure.py --quick" >&2; exit 1; }
+check_csv "$tm/measured.csv"
+"$py" scripts/scaling/time_model.py measured --gpt "$gpt" --out "$tm" > /dev/null
+"$py" scripts/scaling/time_model.py sweep --gpt "$gpt" --out "$tm" --hardware data/hardware/h100.json --config d12 \
+  --world-list 1,8,64 > /dev/null
+check_csv "$tm/sweep_d12_h100.csv"
+"$py" scripts/scaling/time_model_published.py --gpt "$gpt" --out "$tm" > /dev/null
+check_csv "$tm/published.csv"
+for f in measured_vs_predicted.png measured.md sweep_d12_h100.png published.md; do
+  [ -s "$tm/$f" ] || { echo "FAIL: time_model wrote no $f" >&2; exit 1; }
+done
+echo "   $(( $(date +%s) - start )) s"
+
 echo "== impossible configurations exit non-zero with a one-line message"
 expect_error() {  # COMMAND...: must exit non-zero with "error:" in its output, before running anything
   if "$@" > "$tmp/bad.log" 2>&1; then
@@ -64,6 +81,8 @@ expect_error "$py" $s/levers.py --gpt "$tmp/no_such_gpt" --out "$tmp/bad"
 expect_error "$py" $s/isoflop.py --gpt "$gpt" --out "$tmp/bad" --budgets 1e10
 expect_error "$py" $s/isoflop.py --gpt "$gpt" --out "$tmp/bad" --sizes 2
 expect_error "$py" scripts/plot_memory.py "$tmp/missing.json" --out "$tmp/bad.png"
+expect_error "$py" $s/time_model.py sweep --gpt "$gpt" --out "$tmp/bad"
+expect_error "$py" $s/time_model_measure.py --gpt "$gpt" --out "$tmp/bad" --only no_such_config
 
 echo "== plot_memory.py on a 2-rank trace"
 "$gpt" tokenize --tokenizer byte --input data/tinyshakespeare/input.txt --out "$tmp/data" > /dev/null

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "src/cli/bench_micro.h"
+#include "src/cli/calibrate.h"
 #include "src/cli/commands.h"
 #include "src/cli/train_flags.h"
 #include "src/core/check.h"
@@ -92,15 +93,25 @@ static void compare_levers(const TrainOptions& base, Communicator& world, bool j
 }
 
 int cmd_bench(int argc, char** argv, Communicator& world) {
-  Flags f("bench", argc, argv, {"--resume", "--no-sync", "--quiet", "--json", "--compare-levers", "--no-preflight"});
+  Flags f("bench", argc, argv, {"--resume", "--no-sync", "--quiet", "--json", "--compare-levers", "--no-preflight", "--calibrate", "--quick"});
   if (f.help()) {
     std::printf("usage: gpt bench --config d12 -B 4 -T 64 [--steps N] [--json] [--compare-levers] [train flags]\n"
                 "Times training steps on random tokens: ms/step (median), tokens/s, MFU, peak memory.\n"
                 "--compare-levers times baseline, recompute full/every:2/selective and offload optimizer/params\n"
                 "and prints each one's time and memory ratio against the baseline.\n"
                 "gpt bench --adamw N: host AdamW over N params against the memory-bandwidth limit\n"
-                "gpt bench --encode FILE: GPT-2 tokenizer encode MB/s (cold and warm cache)\n%s%s",
+                "gpt bench --encode FILE: GPT-2 tokenizer encode MB/s (cold and warm cache)\n"
+                "gpt bench --calibrate --out FILE [--quick]: measure this machine into a hardware file for\n"
+                "  gpt memplan --time (sgemm, streaming and copy rates; run it without mpirun first, then with\n"
+                "  mpirun -n R for each rank count R: that adds R ranks' rates and MPI collective fits)\n%s%s",
                 kModelFlagsHelp, kTrainFlagsHelp);
+    return 0;
+  }
+  if (f.on("--calibrate")) {  // a hardware file for the time model
+    const std::string out = f.str("--out", "");
+    const bool quick = f.on("--quick"), json = f.on("--json");
+    f.finish();
+    run_calibration(world, out, quick, json);
     return 0;
   }
   if (f.has("--adamw")) {  // micro-benchmark: host AdamW vs memory bandwidth

@@ -6,10 +6,13 @@
 #include <string>
 
 #include "src/cli/flags.h"
+#include "src/cli/time_report.h"
 #include "src/cli/train_flags.h"
 #include "src/core/check.h"
 #include "src/dist/communicator.h"
+#include "src/plan/hardware.h"
 #include "src/plan/memplan.h"
+#include "src/plan/timemodel.h"
 #include "src/runtime/runtime.h"
 
 namespace gpt {
@@ -33,7 +36,14 @@ const char* kMemplanHelp =
     "  --budget SIZE        per-rank device budget (24GiB, 80GB, 1e9): the largest model of the depth\n"
     "                       family dL (L layers, L heads, C = 64L; vocab and seq-len from the flags) that fits\n"
     "  --zero-table         ZeRO's Table 1 for Psi = 7.5e9 at N = 4, 16, 64, 1024, with our accounting\n"
-    "  --json               one JSON object instead of the table\n";
+    "  --json               one JSON object instead of the table\n"
+    "time (src/plan/timemodel.h): the step replayed on a hardware file's rates and links\n"
+    "  --time --hardware FILE   predicted step time, exposed communication, tokens/s and MFU (data/hardware/*.json,\n"
+    "                       or this machine's: gpt bench --calibrate --out FILE)\n"
+    "  --total-batch TOK    global batch in tokens (default B*T*world): micro-steps = TOK / (B*T*world)\n"
+    "  --ranks-per-node R   (default min(world, the file's devices_per_node))  --threads-per-rank T (cpu)\n"
+    "  --sweep              a table over --sweep-world (1,2,4,8,16,32,64,128) x --sweep-shard (full,grad_op,none,hybrid)\n"
+    "                       --sweep-scaling weak|strong (weak: -B per rank fixed; strong: B*world fixed)\n";
 
 std::string join_json(const MemBreakdown& b) {
   std::string s = "{";
@@ -195,7 +205,7 @@ static void resolve_attention(MemPlanInput& in, const std::string& attention, De
 }
 
 int cmd_memplan(int argc, char** argv, Communicator& world) {
-  Flags f("memplan", argc, argv, {"--no-sync", "--json", "--zero-table"});
+  Flags f("memplan", argc, argv, {"--no-sync", "--json", "--zero-table", "--time", "--sweep"});
   if (f.help()) {
     if (world.rank() == 0) std::printf("%s%s", kMemplanHelp, kModelFlagsHelp);
     return 0;
@@ -219,11 +229,44 @@ int cmd_memplan(int argc, char** argv, Communicator& world) {
   check_attention_flag(attention);
   const bool json = f.on("--json"), zero = f.on("--zero-table");
   const std::string budget = f.str("--budget", "");
+  // --time: the time model
+  const bool time = f.on("--time"), sweep = f.on("--sweep");
+  const std::string hw_path = f.str("--hardware", "");
+  TimeModelInput tin;
+  const int64_t tokens = (int64_t)in.B * in.T * in.world;
+  const int64_t total = f.i64("--total-batch", tokens, 1, (int64_t)1 << 50);
+  tin.ranks_per_node = f.i32("--ranks-per-node", 0, 0, 1 << 20);
+  tin.threads_per_rank = f.i32("--threads-per-rank", 0, 0, 1 << 20);
+  SweepSpec sw;
+  sw.worlds = parse_int_list(f.str("--sweep-world", "1,2,4,8,16,32,64,128"), "--sweep-world");
+  sw.strategies = parse_strategy_list(f.str("--sweep-shard", "full,grad_op,none,hybrid"), "--sweep-shard");
+  const std::string scaling = f.str("--sweep-scaling", "weak");
+  GPT_CHECK(scaling == "weak" || scaling == "strong", "--sweep-scaling: expected weak or strong, got '", scaling, "'");
+  sw.weak = scaling == "weak";
   f.finish();
   GPT_CHECK(!(zero && !budget.empty()), "gpt memplan: --budget and --zero-table are separate reports, give one");
   resolve_attention(in, attention, device, budget.empty() && !zero);
+  GPT_CHECK(!(time || sweep) || !hw_path.empty(), "gpt memplan --time/--sweep: give --hardware FILE (data/hardware/*.json, ",
+            "or this machine's from gpt bench --calibrate --out FILE)");
+  GPT_CHECK(!((time || sweep) && (zero || !budget.empty())), "gpt memplan: --time and --sweep do not combine with --budget or --zero-table");
+  GPT_CHECK(total % tokens == 0, "--total-batch ", total, " must be a multiple of B*T*world = ", tokens);
+  tin.run = in;
+  tin.grad_accum = (int)(total / tokens);
   std::string out;
-  if (zero)
+  if (sweep) {
+    out = sweep_report(tin, load_hardware(hw_path), sw, json);
+  } else if (time) {
+    const HardwareSpec hw = load_hardware(hw_path);
+    const MemPlan mp = plan_memory(in);
+    const TimePlan tp = plan_time(tin, hw);
+    if (json) {
+      out = plan_json(name, in, mp);
+      out.resize(out.size() - 2);  // "}\n"
+      out += str(", \"time\": {", time_json_members(tin, tp, hw), "}}\n");
+    } else {
+      out = plan_table(name, in, mp) + time_table(tin, tp, hw);
+    }
+  } else if (zero)
     out = zero_report(json);
   else if (!budget.empty())
     out = budget_report(parse_byte_size(budget, "--budget"), in, json);

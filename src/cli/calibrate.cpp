@@ -1,0 +1,480 @@
+// See calibrate.h. Each point is the throughput over a window of calls (the mean time per call), and the
+// median of that over passes (a busy machine's typical speed; `gpt bench` reports a median too).
+#include "src/cli/calibrate.h"
+
+#include <cblas.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <map>
+#include <vector>
+
+#include "kernels/adamw_params.h"
+#include "kernels/cpu/ops.h"
+#include "src/core/check.h"
+#include "src/dist/comm_ledger.h"
+#include "src/io/atomic_file.h"
+#include "src/plan/collectives.h"
+#include "src/plan/hardware.h"
+#include "src/util/log.h"
+
+namespace gpt {
+
+namespace {
+
+// The mean time per call over a window: throughput, which is what a rank gets when it shares its cores
+// (a short call timed alone would show the speed of a core while the rank holds it).
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / v.size();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Seconds per call of f: one warm-up call, then repeats until `min_total` seconds and `min_reps` calls.
+template <typename F>
+std::vector<double> time_calls(F&& f, int min_reps, double min_total) {
+  f();
+  std::vector<double> t;
+  const double start = now_seconds();
+  while ((int)t.size() < min_reps || (now_seconds() - start < min_total && t.size() < 200)) {
+    const double t0 = now_seconds();
+    f();
+    t.push_back(now_seconds() - t0);
+  }
+  return t;
+}
+
+struct Shape {
+  int m, n, k;
+  double mnk() const { return (double)m * n * k; }
+};
+
+// Products spanning M*N*K: cube-shaped below 256*64*64, then 256 rows (the usual B*T) growing the two
+// other dimensions together, then more rows once they pass 4096.
+std::vector<Shape> gemm_shapes(bool quick) {
+  std::vector<Shape> s;
+  const int n_pts = quick ? 6 : 15;
+  const double lo = 1e4, hi = 3e9;
+  for (int i = 0; i < n_pts; i++) {
+    const double t = lo * std::pow(hi / lo, (double)i / (n_pts - 1));
+    Shape sh;
+    if (t < 256.0 * 64 * 64) {
+      const int a = std::max(8, (int)std::lround(std::cbrt(t) / 8) * 8);
+      sh = {a, a, a};
+    } else {
+      double nk = std::sqrt(t / 256);
+      int m = 256;
+      if (nk > 4096) {
+        m = (int)std::lround(t / (4096.0 * 4096));
+        nk = 4096;
+      }
+      const int a = std::max(16, (int)std::lround(nk / 16) * 16);
+      sh = {m, a, a};
+    }
+    if (s.empty() || sh.mnk() > s.back().mnk()) s.push_back(sh);
+  }
+  return s;
+}
+
+// Rates merged per x (equal x from two shapes: their mean), as a curve.
+RateCurve curve_of(const std::vector<std::pair<double, double>>& pts) {
+  std::map<double, std::vector<double>> by_x;
+  for (const auto& [x, y] : pts) by_x[x].push_back(y);
+  RateCurve c;
+  for (const auto& [x, ys] : by_x) {
+    double m = 0;
+    for (double y : ys) m += y;
+    c.points.push_back({x, m / ys.size()});
+  }
+  return c;
+}
+
+// One measured point of a curve: x (M*N*K, bytes or elements), the work per call (flops, bytes or elements)
+// and the call; `setup` allocates its buffers right before it is timed (and frees them after).
+struct Point {
+  std::string curve;
+  double x = 0, work = 0;
+  std::function<std::function<void()>()> setup;
+};
+
+// Products: the backend's forward product (no bias: the plain sgemm) and its backward call; attention-like
+// single-threaded tasks side by side.
+void product_points(std::vector<Point>& pts, bool quick, int threads) {
+  for (const Shape& sh : gemm_shapes(quick)) {
+    pts.push_back({"gemm", sh.mnk(), 2 * sh.mnk(), [sh] {
+                     auto a = std::make_shared<std::vector<float>>((size_t)sh.m * sh.k, 0.5f);
+                     auto w = std::make_shared<std::vector<float>>((size_t)sh.n * sh.k, 0.25f);
+                     auto c = std::make_shared<std::vector<float>>((size_t)sh.m * sh.n);
+                     return std::function<void()>([=] {
+                       cpu::matmul_forward(c->data(), a->data(), w->data(), nullptr, sh.m, sh.k, sh.n);
+                     });
+                   }});
+    pts.push_back({"gemm_backward", sh.mnk(), 4 * sh.mnk(), [sh] {
+                     auto in = std::make_shared<std::vector<float>>((size_t)sh.m * sh.k, 0.5f);
+                     auto w = std::make_shared<std::vector<float>>((size_t)sh.n * sh.k, 0.25f);
+                     auto dout = std::make_shared<std::vector<float>>((size_t)sh.m * sh.n, 0.1f);
+                     auto dinp = std::make_shared<std::vector<float>>((size_t)sh.m * sh.k);
+                     auto dw = std::make_shared<std::vector<float>>((size_t)sh.n * sh.k);
+                     return std::function<void()>([=] {
+                       cpu::matmul_backward(dinp->data(), dw->data(), nullptr, dout->data(), in->data(), w->data(), sh.m,
+                                            sh.k, sh.n);
+                     });
+                   }});
+  }
+  // attention-like tasks: 64 x n x 64 and 64 x 64 x n, 8 per thread, single-threaded each
+  for (int n : quick ? std::vector<int>{64, 512} : std::vector<int>{32, 64, 128, 256, 512, 1024}) {
+    for (const Shape sh : {Shape{64, n, 64}, Shape{64, 64, n}}) {
+      const int ntask = 8 * threads;
+      pts.push_back({"gemm_tasks", sh.mnk(), 2 * sh.mnk() * ntask, [sh, ntask] {
+                       auto a = std::make_shared<std::vector<float>>((size_t)ntask * sh.m * sh.k, 0.5f);
+                       auto b = std::make_shared<std::vector<float>>((size_t)ntask * sh.k * sh.n, 0.25f);
+                       auto c = std::make_shared<std::vector<float>>((size_t)ntask * sh.m * sh.n);
+                       return std::function<void()>([=] {
+#pragma omp parallel for schedule(dynamic)
+                         for (int j = 0; j < ntask; j++)
+                           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, sh.m, sh.n, sh.k, 1.0f,
+                                       a->data() + (size_t)j * sh.m * sh.k, sh.k, b->data() + (size_t)j * sh.k * sh.n, sh.n,
+                                       0.0f, c->data() + (size_t)j * sh.m * sh.n, sh.n);
+                       });
+                     }});
+    }
+  }
+}
+
+// stream: out = a + b (the residual kernel, 12 bytes per element); copy: memcpy
+void memory_points(std::vector<Point>& pts, bool quick) {
+  for (size_t n = 1024; n <= (quick ? (size_t)1 << 20 : (size_t)16 << 20); n *= 4)
+    pts.push_back({"stream", 12.0 * n, 12.0 * n, [n] {
+                     auto a = std::make_shared<std::vector<float>>(n, 1.0f), b = std::make_shared<std::vector<float>>(n, 2.0f);
+                     auto o = std::make_shared<std::vector<float>>(n);
+                     return std::function<void()>([=] { cpu::residual_forward(o->data(), a->data(), b->data(), n); });
+                   }});
+  for (size_t n = 4096; n <= (quick ? (size_t)4 << 20 : (size_t)64 << 20); n *= 4)
+    pts.push_back({"copy", (double)n, (double)n, [n] {
+                     auto a = std::make_shared<std::vector<char>>(n, 1), b = std::make_shared<std::vector<char>>(n);
+                     return std::function<void()>([=] { std::memcpy(b->data(), a->data(), n); });
+                   }});
+}
+
+// Kernel families, by elements: layernorm rows of C = 512, GELU and AdamW over a segment.
+void kernel_points(std::vector<Point>& pts, bool quick) {
+  const int C = 512;
+  for (int rows : quick ? std::vector<int>{64, 1024} : std::vector<int>{16, 64, 256, 1024, 4096}) {
+    const double n = (double)rows * C;
+    pts.push_back({"layernorm_forward", n, n, [rows, C] {
+                     auto x = std::make_shared<std::vector<float>>((size_t)rows * C, 0.3f);
+                     auto o = std::make_shared<std::vector<float>>((size_t)rows * C);
+                     auto st = std::make_shared<std::vector<float>>(2 * (size_t)rows + 2 * (size_t)C, 1.0f);
+                     return std::function<void()>([=] {
+                       float* s = st->data();
+                       cpu::layernorm_forward(o->data(), s, s + rows, x->data(), s + 2 * rows, s + 2 * rows + C, rows, C);
+                     });
+                   }});
+    pts.push_back({"layernorm_backward", n, n, [rows, C] {
+                     auto x = std::make_shared<std::vector<float>>((size_t)rows * C, 0.3f);
+                     auto d = std::make_shared<std::vector<float>>((size_t)rows * C, 0.1f);
+                     auto o = std::make_shared<std::vector<float>>((size_t)rows * C);
+                     auto st = std::make_shared<std::vector<float>>(2 * (size_t)rows + 4 * (size_t)C, 1.0f);
+                     return std::function<void()>([=] {
+                       float* s = st->data();
+                       cpu::layernorm_backward(o->data(), s + 2 * rows + C, s + 2 * rows + 2 * C, d->data(), x->data(),
+                                               s + 2 * rows, s, s + rows, rows, C);
+                     });
+                   }});
+  }
+  for (size_t n = 4096; n <= (quick ? (size_t)1 << 20 : (size_t)8 << 20); n *= 4) {
+    pts.push_back({"gelu_forward", (double)n, (double)n, [n] {
+                     auto a = std::make_shared<std::vector<float>>(n, 0.3f), o = std::make_shared<std::vector<float>>(n);
+                     return std::function<void()>([=] { cpu::gelu_forward(o->data(), a->data(), n); });
+                   }});
+    pts.push_back({"gelu_backward", (double)n, (double)n, [n] {
+                     auto a = std::make_shared<std::vector<float>>(n, 0.3f), d = std::make_shared<std::vector<float>>(n, 0.1f);
+                     auto o = std::make_shared<std::vector<float>>(n);
+                     return std::function<void()>([=] { cpu::gelu_backward(o->data(), a->data(), d->data(), n); });
+                   }});
+    pts.push_back({"adamw", (double)n, (double)n, [n] {
+                     auto buf = std::make_shared<std::vector<float>>(4 * n, 0.01f);
+                     return std::function<void()>([=] {
+                       AdamWParams hp;
+                       hp.weight_decay = 0.1f;
+                       float* b = buf->data();
+                       cpu::adamw_update(b, b + n, b + 2 * n, b + 3 * n, nullptr, n, hp);
+                     });
+                   }});
+  }
+}
+
+// The classifier over GPT-2's vocabulary, forward-only (evaluation) and training's single backward pass.
+void classifier_points(std::vector<Point>& pts, bool quick) {
+  const int V = 50257, Vp = 50304;
+  for (int rows : quick ? std::vector<int>{8, 64} : std::vector<int>{4, 16, 64, 256}) {
+    const double n = (double)rows * V;
+    for (const bool bwd : {false, true})
+      pts.push_back({bwd ? "classifier_backward" : "classifier_forward", n, n, [rows, V, Vp, bwd] {
+                       auto logits = std::make_shared<std::vector<float>>((size_t)rows * Vp, 0.1f);
+                       auto losses = std::make_shared<std::vector<float>>(rows);
+                       auto tg = std::make_shared<std::vector<int>>(rows);
+                       for (int i = 0; i < rows; i++) (*tg)[i] = (i * 97) % V;
+                       return std::function<void()>([=] {
+                         if (bwd)
+                           cpu::classifier_backward(logits->data(), losses->data(), nullptr, tg->data(), 1e-3f, rows, V, Vp);
+                         else
+                           cpu::classifier_forward(losses->data(), logits->data(), tg->data(), rows, V, Vp);
+                       });
+                     }});
+  }
+}
+
+ComputeProfile measure_compute(Communicator& world, bool quick, int threads) {
+  ComputeProfile p;
+  p.ranks = world.world();
+  p.threads = threads;
+  const int passes = quick ? 1 : 3;
+  // Every rank loops over a point for the same wall-clock window (after a barrier), so that with R ranks the
+  // rates are those of R ranks computing at once, as they do in a training step.
+  const double min_t = quick ? 0.01 : 0.06;
+  const int min_reps = quick ? 2 : 3;
+  std::vector<Point> pts;
+  product_points(pts, quick, threads);
+  memory_points(pts, quick);
+  kernel_points(pts, quick);
+  classifier_points(pts, quick);
+
+  std::vector<std::vector<double>> per_call(pts.size());
+  for (int pass = 0; pass < passes; pass++) {
+    for (size_t i = 0; i < pts.size(); i++) {
+      std::function<void()> call = pts[i].setup();
+      world.barrier();
+      per_call[i].push_back(mean(time_calls(call, min_reps, min_t)));
+    }
+  }
+  std::map<std::string, std::vector<std::pair<double, double>>> curves;
+  for (size_t i = 0; i < pts.size(); i++)
+    curves[pts[i].curve].push_back({pts[i].x, pts[i].work / median(per_call[i])});
+  p.gemm = curve_of(curves["gemm"]);
+  p.gemm_backward = curve_of(curves["gemm_backward"]);
+  p.gemm_tasks = curve_of(curves["gemm_tasks"]);
+  p.stream = curve_of(curves["stream"]);
+  p.copy = curve_of(curves["copy"]);
+  for (const std::string& fam : kernel_families())
+    if (!curves[fam].empty()) p.kernels[fam] = curve_of(curves[fam]);
+  return p;
+}
+
+// time = latency * steps + bytes / bandwidth, least squares weighted by 1/t (between absolute error, where
+// the largest transfers would decide alone, and relative error, where the smallest would); both kept >= 0.
+Link fit_link(const std::vector<double>& steps, const std::vector<double>& bytes, const std::vector<double>& t) {
+  double a11 = 0, a12 = 0, a22 = 0, b1 = 0, b2 = 0;
+  for (size_t i = 0; i < t.size(); i++) {
+    const double w = 1 / t[i];
+    a11 += w * steps[i] * steps[i];
+    a12 += w * steps[i] * bytes[i];
+    a22 += w * bytes[i] * bytes[i];
+    b1 += w * steps[i] * t[i];
+    b2 += w * bytes[i] * t[i];
+  }
+  const double det = a11 * a22 - a12 * a12;
+  double alpha = det != 0 ? (b1 * a22 - b2 * a12) / det : 0, inv_beta = det != 0 ? (a11 * b2 - a12 * b1) / det : 0;
+  if (alpha < 0) {
+    alpha = 0;
+    inv_beta = b2 / a22;
+  }
+  if (inv_beta <= 0) {
+    inv_beta = 1e-15;
+    alpha = b1 / a11;
+  }
+  Link l;
+  l.latency = alpha;
+  l.bandwidth = 1 / inv_beta;
+  return l;
+}
+
+MeasuredNetwork measure_network(Communicator& world, bool quick, std::string* raw) {
+  MeasuredNetwork m;
+  const int N = world.world();
+  m.ranks = N;
+  const std::vector<size_t> counts = quick ? std::vector<size_t>{1024, 262144}
+                                           : std::vector<size_t>{256, 65536, 1048576, 4194304, 16777216};
+  const int reps = quick ? 2 : 5;
+  Link* out[3] = {&m.links.all_gather, &m.links.reduce_scatter, &m.links.all_reduce};
+  const CollKind kinds[3] = {CollKind::all_gather, CollKind::reduce_scatter, CollKind::all_reduce};
+  for (int k = 0; k < 3; k++) {
+    std::vector<double> steps, bytes, t;
+    for (size_t c : counts) {
+      std::vector<float> big(c * N, 1.0f), small(c, 1.0f);
+      std::vector<double> ts;
+      for (int r = 0; r < reps + 1; r++) {
+        world.barrier();
+        const double t0 = now_seconds();
+        WorkPtr w;
+        if (kinds[k] == CollKind::all_gather) w = world.all_gather_async(big.data(), small.data(), c, DType::F32);
+        if (kinds[k] == CollKind::reduce_scatter)
+          w = world.reduce_scatter_async(small.data(), big.data(), c, DType::F32, ReduceOp::avg);
+        if (kinds[k] == CollKind::all_reduce) w = world.all_reduce_async(big.data(), c * N, DType::F32, ReduceOp::avg);
+        w->wait();
+        if (r > 0) ts.push_back(now_seconds() - t0);
+      }
+      const double tm = world.all_reduce_max(median(ts));  // done when the slowest rank is
+      const size_t count = kinds[k] == CollKind::all_reduce ? c * N : c;
+      steps.push_back(collective_steps(kinds[k], N));
+      bytes.push_back((double)collective_bytes(kinds[k], count, DType::F32, N));
+      t.push_back(tm);
+    }
+    *out[k] = fit_link(steps, bytes, t);
+    *raw += str(k ? "; " : "", collkind_name(kinds[k]), ":");
+    for (size_t i = 0; i < t.size(); i++) *raw += str(" ", (int64_t)bytes[i], " B ", t[i] * 1e3, " ms");
+  }
+  return m;
+}
+
+std::string first_line_of(const std::string& path, const std::string& key) {
+  std::ifstream f(path);
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(key, 0) == 0) {
+      const size_t c = line.find(':');
+      if (c != std::string::npos) return line.substr(line.find_first_not_of(" \t", c + 1));
+    }
+  return "";
+}
+
+HardwareSpec new_cpu_file(int cores, const ComputeProfile& prof);
+void merge_measurement(HardwareSpec& h, const ComputeProfile& prof, int N, const MeasuredNetwork& net,
+                       const std::string& raw);
+void print_calibration(const std::string& out, int N, int threads, double seconds, const ComputeProfile& prof,
+                       const MeasuredNetwork& net, bool json);
+
+}  // namespace
+
+void run_calibration(Communicator& world, const std::string& out, bool quick, bool json) {
+  GPT_CHECK(!out.empty(), "gpt bench --calibrate: give --out FILE (the hardware file to write or update)");
+  const int N = world.world();
+  const int threads = cpu::max_threads();
+  const int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  HardwareSpec h;
+  bool have = false;
+  if (world.rank() == 0 && std::filesystem::exists(out)) {
+    h = load_hardware(out);  // merge: keep the profiles and fits of other rank counts
+    GPT_CHECK(h.kind == "cpu", "gpt bench --calibrate --out ", out, ": the file describes a ", h.kind,
+              "; calibration writes cpu files (give a new path)");
+    have = true;
+  }
+  auto loadavg_now = [] {
+    std::string l;
+    std::ifstream f("/proc/loadavg");
+    std::getline(f, l);
+    return l.substr(0, l.find(' ', l.find(' ', l.find(' ') + 1) + 1));  // the 1, 5 and 15 minute averages
+  };
+  const std::string load = loadavg_now();
+  const double t0 = now_seconds();
+  log_rank0(world, "calibrating ", N, " rank(s) x ", threads, " thread(s) on ", cores, " cores",
+            quick ? " (quick)" : "", "...");
+  ComputeProfile prof = measure_compute(world, quick, threads);
+  MeasuredNetwork net;
+  std::string raw;
+  if (N > 1) net = measure_network(world, quick, &raw);
+  const std::string loadavg = loadavg_now();
+  if (world.rank() != 0) return;
+
+  if (!have) h = new_cpu_file(cores, prof);
+  merge_measurement(h, prof, N, net, raw);
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M", std::localtime(&now));
+  h.sources.push_back(str("gpt bench --calibrate", quick ? " --quick" : "", " at ", N, " rank(s) x ", threads,
+                          " thread(s), ", date, ", load average before/after: ", load, " / ", loadavg, ", ",
+                          now_seconds() - t0, " s"));
+  const std::string text = hardware_to_json(h);
+  parse_hardware(text, out);  // what we write must read back
+  write_file_atomic(out, text.data(), text.size());
+  print_calibration(out, N, threads, now_seconds() - t0, prof, net, json);
+}
+
+namespace {
+
+// A fresh cpu hardware file for this machine: placeholders for the links until collectives are measured.
+HardwareSpec new_cpu_file(int cores, const ComputeProfile& prof) {
+  HardwareSpec h;
+  const std::string model = first_line_of("/proc/cpuinfo", "model name");
+  h.name = str("this machine: ", model.empty() ? std::string("CPU") : model, ", ", cores, " cores (gpt bench --calibrate)");
+  h.kind = "cpu";
+  h.dtype = DType::F32;
+  h.cores = cores;
+  h.overlap = false;
+  h.devices_per_node = 1 << 16;  // every rank of a CPU run is on this machine
+  h.intra.bandwidth = prof.copy.max_y();
+  h.intra.latency = 2e-5;
+  h.inter = h.intra;
+  h.notes.push_back("network.intra and inter are placeholders (memcpy bandwidth, 20 us): measured fits replace them "
+                    "for the rank counts in network.measured (mpirun -n R gpt bench --calibrate --out this file)");
+  h.notes.push_back("network.overlap false: OpenMPI progresses nonblocking collectives only inside MPI calls "
+                    "(src/dist/comm_mpi.cpp), so the model exposes every collective");
+  return h;
+}
+
+// Replaces the profile (and at N > 1 the collective fits) of this rank count; the file's peak and bandwidths
+// follow.
+void merge_measurement(HardwareSpec& h, const ComputeProfile& prof, int N, const MeasuredNetwork& net,
+                       const std::string& raw) {
+  h.profiles.erase(std::remove_if(h.profiles.begin(), h.profiles.end(),
+                                  [&](const ComputeProfile& p) { return p.ranks == prof.ranks && p.threads == prof.threads; }),
+                   h.profiles.end());
+  h.profiles.push_back(prof);
+  std::sort(h.profiles.begin(), h.profiles.end(),
+            [](const ComputeProfile& a, const ComputeProfile& b) { return a.ranks != b.ranks ? a.ranks < b.ranks : a.threads < b.threads; });
+  if (N > 1) {
+    h.measured.erase(std::remove_if(h.measured.begin(), h.measured.end(), [&](const MeasuredNetwork& m) { return m.ranks == N; }),
+                     h.measured.end());
+    h.measured.push_back(net);
+    const std::string tag = str("measured collectives at ", N, " ranks (bytes sent per rank, median time): ");
+    h.notes.erase(std::remove_if(h.notes.begin(), h.notes.end(), [&](const std::string& n) { return n.rfind(tag, 0) == 0; }),
+                  h.notes.end());
+    h.notes.push_back(tag + raw);
+    std::sort(h.measured.begin(), h.measured.end(), [](const MeasuredNetwork& a, const MeasuredNetwork& b) { return a.ranks < b.ranks; });
+  }
+  h.peak_flops = 0;
+  for (const ComputeProfile& p : h.profiles)
+    if (p.ranks == 1) h.peak_flops = std::max(h.peak_flops, p.gemm.max_y());
+  if (h.peak_flops == 0) h.peak_flops = prof.gemm.max_y();
+  h.host_bandwidth = std::max(h.host_bandwidth, prof.stream.max_y());
+  h.pcie_bandwidth = std::max(h.pcie_bandwidth, prof.copy.max_y());
+}
+
+void print_calibration(const std::string& out, int N, int threads, double seconds, const ComputeProfile& prof,
+                       const MeasuredNetwork& net, bool json) {
+  if (json) {
+    std::printf("{\"calibrated\": \"%s\", \"ranks\": %d, \"threads\": %d, \"peak_gflops\": %.2f, \"stream_gbps\": %.2f, "
+                "\"seconds\": %.1f}\n",
+                out.c_str(), N, threads, prof.gemm.max_y() / 1e9, prof.stream.max_y() / 1e9, seconds);
+  } else {
+    std::printf("calibrated %d rank(s) x %d thread(s) in %.1f s: sgemm up to %.1f GFLOP/s, stream up to %.2f GB/s, "
+                "memcpy up to %.2f GB/s\n",
+                N, threads, seconds, prof.gemm.max_y() / 1e9, prof.stream.max_y() / 1e9,
+                prof.copy.max_y() / 1e9);
+    if (N > 1)
+      std::printf("network at %d ranks: all_gather %.3g GB/s + %.3g us/step, reduce_scatter %.3g GB/s + %.3g us/step, "
+                  "all_reduce %.3g GB/s + %.3g us/step\n",
+                  N, net.links.all_gather.bandwidth / 1e9, net.links.all_gather.latency * 1e6,
+                  net.links.reduce_scatter.bandwidth / 1e9, net.links.reduce_scatter.latency * 1e6,
+                  net.links.all_reduce.bandwidth / 1e9, net.links.all_reduce.latency * 1e6);
+    std::printf("wrote %s\n", out.c_str());
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+}  // namespace gpt
