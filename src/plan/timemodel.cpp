@@ -264,7 +264,7 @@ class Replay {
     if (free_rot_ > 0) start_gather(next);
   }
   void acquire(int u, Pass p) {
-    if (geo_.direct_params) return;
+    if (geo_.resident_params()) return;  // the model reads a persistent buffer: nothing is gathered
     if (pstate_[u] != kGathered) {
       start_gather(u);
       wait_gather(u);
@@ -272,7 +272,7 @@ class Replay {
     prefetch_after(u, p);
   }
   void release(int u, Pass p) {
-    if (geo_.direct_params) return;
+    if (geo_.resident_params()) return;  // the model reads a persistent buffer: nothing is gathered
     if (p == Pass::forward && (u == layout_.embed_unit() || geo_.opt.strategy == ShardStrategy::grad_op)) return;
     free_unit(u);
   }
@@ -431,7 +431,8 @@ class Replay {
         if (a < b) {
           OpCost o;
           o.cls = states_class();
-          o.bytes = 28.0 * (double)(b - a);  // reads param, grad, m, v; writes param, m, v
+          // reads param, grad, m, v; writes param, m, v (and the compute copy's element when there is one)
+          o.bytes = (28.0 + (geo_.compute_copy ? cs() : 0)) * (double)(b - a);
           o.kernel = "adamw";
           o.elements = (double)(b - a);
           spend(rates_.seconds(o), ph_.optimizer);
