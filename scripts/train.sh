@@ -52,6 +52,10 @@ echo
 echo "samples from the trained model ($run/model.bin):"
 "$gpt" sample --model "$run/model.bin" --tokenizer "$tok" --prompt "ROMEO:" --tokens 300 --temperature 0.8 --top-k 40
 echo
-if python3 -c "import matplotlib" 2>/dev/null; then
-  echo "loss, lr and MFU curves: $(python3 scripts/plot_metrics.py "$run/metrics.jsonl" --out "$run/curves.png")"
+py=/usr/bin/python3  # Debian's, with the python3-matplotlib that install_deps.sh installs
+[ -x "$py" ] || py=python3
+if "$py" -c "import matplotlib" 2>/dev/null; then
+  echo "loss, lr and MFU curves: $("$py" scripts/plot_metrics.py "$run/metrics.jsonl" --out "$run/curves.png")"
+else
+  echo "(no matplotlib for $py: the loss curves are not drawn; scripts/plot_metrics.py $run/metrics.jsonl draws them)"
 fi
