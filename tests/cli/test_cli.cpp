@@ -12,36 +12,12 @@
 namespace gpt::test {
 namespace {
 
-std::string gpt() { return gpt_binary(); }
-
-struct Result {
-  int code;
-  std::string out;
-};
-Result run(const std::string& args) {
-  Result r;
-  r.code = run_command("OMP_NUM_THREADS=1 timeout 120 " + gpt() + " " + args, &r.out);
-  return r;
-}
-
-// A non-zero exit whose output is one "error:" line mentioning `needle`.
-void expect_error(const std::string& args, const std::string& needle) {
-  Result r = run(args);
-  EXPECT_NE(r.code, 0) << args << "\n" << r.out;
-  EXPECT_LT(r.code, 128) << "crashed (signal): " << args << "\n" << r.out;
-  size_t lines = 0;
-  for (char c : r.out) lines += c == '\n';
-  EXPECT_EQ(lines, 1u) << args << "\n" << r.out;
-  EXPECT_EQ(r.out.rfind("error: ", 0), 0u) << r.out;
-  EXPECT_NE(r.out.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.out;
-}
-
 // Byte-level Tiny Shakespeare shards, made once per test binary run.
 std::string shakespeare_dir() {
   static std::string dir;
   if (dir.empty()) {
     dir = scratch_dir() + "/../ts";
-    Result r = run("tokenize --tokenizer byte --input " + source_dir() + "/data/tinyshakespeare/input.txt --out " + dir);
+    CliResult r = run_gpt("tokenize --tokenizer byte --input " + source_dir() + "/data/tinyshakespeare/input.txt --out " + dir);
     EXPECT_EQ(r.code, 0) << r.out;
   }
   return dir;
@@ -51,29 +27,29 @@ const char* kTiny = "--n-layer 2 --n-head 2 --d-model 32 --seq-len 32 --tokenize
 
 TEST(Cli, TrainEvalSampleExportRoundTrip) {
   const std::string d = shakespeare_dir(), out = scratch_dir();
-  Result t = run(std::string("train ") + kTiny + "--steps 3 --train '" + d + "/train_*.bin' --val '" + d +
+  CliResult t = run_gpt(std::string("train ") + kTiny + "--steps 3 --train '" + d + "/train_*.bin' --val '" + d +
                  "/val_*.bin' --val-batches 2 --sample-tokens 8 --out " + out + "/run --metrics " + out + "/m.jsonl");
   ASSERT_EQ(t.code, 0) << t.out;
   EXPECT_NE(t.out.find("step     3/3"), std::string::npos) << t.out;
   std::string metrics = read_file(out + "/m.jsonl");
   EXPECT_EQ(std::count(metrics.begin(), metrics.end(), '\n'), 3);
   EXPECT_NE(metrics.find("\"val_loss\""), std::string::npos);
-  Result e = run("eval --model " + out + "/run/model.bin --val '" + d + "/val_*.bin' -B 2 -T 32 --batches 2");
+  CliResult e = run_gpt("eval --model " + out + "/run/model.bin --val '" + d + "/val_*.bin' -B 2 -T 32 --batches 2");
   ASSERT_EQ(e.code, 0) << e.out;
   const std::string last = e.out.substr(e.out.rfind("val_loss "));
   EXPECT_GT(std::stod(last.substr(9)), 0.5);
-  Result s = run("sample --model " + out + "/run/model.bin --prompt 'ROMEO:' --tokens 20 --seed 3");
+  CliResult s = run_gpt("sample --model " + out + "/run/model.bin --prompt 'ROMEO:' --tokens 20 --seed 3");
   ASSERT_EQ(s.code, 0) << s.out;
   EXPECT_EQ(s.out.rfind("ROMEO:", 0), 0u) << s.out;
   EXPECT_GT(s.out.size(), 10u);
-  Result x = run("export --from " + out + "/run --out " + out + "/exported.bin");
+  CliResult x = run_gpt("export --from " + out + "/run --out " + out + "/exported.bin");
   ASSERT_EQ(x.code, 0) << x.out;
   EXPECT_EQ(read_file(out + "/exported.bin"), read_file(out + "/run/model.bin"));
 }
 
 TEST(Cli, UnwritableTraceIsReportedAndTrainingStillRuns) {
   const std::string d = shakespeare_dir(), out = scratch_dir();
-  Result t = run(std::string("train ") + kTiny + "--steps 2 --sample-tokens 0 --train '" + d + "/train_*.bin' --out " +
+  CliResult t = run_gpt(std::string("train ") + kTiny + "--steps 2 --sample-tokens 0 --train '" + d + "/train_*.bin' --out " +
                  out + "/run --trace /nonexistent-dir/trace.json");
   EXPECT_EQ(t.code, 0) << t.out;
   EXPECT_NE(t.out.find("error: --trace /nonexistent-dir/trace.json"), std::string::npos) << t.out;
@@ -89,7 +65,7 @@ TEST(Cli, AdamBetasReachTheOptimizer) {
   for (const char* run_name : {"default", "stated", "other"}) {
     const std::string extra = std::string(run_name) == "stated" ? " --beta1 0.9 --beta2 0.95"
                               : std::string(run_name) == "other" ? " --beta2 0.99" : "";
-    Result r = run(base + "/" + run_name + extra);
+    CliResult r = run_gpt(base + "/" + run_name + extra);
     ASSERT_EQ(r.code, 0) << r.out;
   }
   const std::string a = read_file(out + "/default/model.bin");
@@ -109,8 +85,8 @@ long long json_int(const std::string& text, const std::string& key) {
 TEST(Cli, BenchPeakBytesAreTheMemoryPlan) {
   const std::string shape = " --n-layer 2 --n-head 2 --d-model 32 --seq-len 32 --vocab 256 -B 2 -T 32";
   for (const char* lever : {"", " --recompute selective", " --offload optimizer --recompute full"}) {
-    Result b = run("bench" + shape + lever + " --steps 2 --json --quiet");
-    Result m = run("memplan" + shape + lever + " --json");
+    CliResult b = run_gpt("bench" + shape + lever + " --steps 2 --json --quiet");
+    CliResult m = run_gpt("memplan" + shape + lever + " --json");
     ASSERT_EQ(b.code, 0) << b.out;
     ASSERT_EQ(m.code, 0) << m.out;
     EXPECT_GT(json_int(b.out, "peak_device_bytes"), 0) << b.out;
@@ -121,32 +97,32 @@ TEST(Cli, BenchPeakBytesAreTheMemoryPlan) {
 
 TEST(Cli, BadFlagsAndConfigs) {
   const std::string d = shakespeare_dir(), train = " --train '" + d + "/train_*.bin'";
-  expect_error("frobnicate", "unknown command");
-  expect_error("train --steps 3" + train + " --bogus 1", "--bogus");
-  expect_error("train -B four" + train, "-B");
-  expect_error("train --config d99" + train, "d99");
-  expect_error("train --n-head 3 --d-model 64" + train, "divisible");
-  expect_error("train --seq-len 16 -T 32" + train, "-T");
-  expect_error("train --config d2", "--train");
-  expect_error("train --config d2 --train '/nonexistent/x_*.bin'", "--train");
-  expect_error("train --config d2 --shard sideways" + train, "--shard");
-  expect_error("train --config d2 --recompute sometimes" + train, "--recompute");
-  expect_error("train --config d2 --offload cloud" + train, "--offload");
-  expect_error("train --config d2 --shard-group 2" + train, "--shard-group");
-  expect_error("train --config d2 --recompute every:0" + train, "every");
-  expect_error("train --config d2 --lr -1" + train, "--lr");
-  expect_error("train --config d2 --beta2 1" + train, "--beta2");
-  expect_error("train --config d2 --beta1 -0.1" + train, "--beta1");
-  expect_error("train --config d2 --total-batch 100 -B 2 -T 32" + train, "--total-batch");
-  expect_error("train --config d2 --device tpu" + train, "--device");
-  expect_error("train --config d2 --attention sparse" + train, "--attention");
-  expect_error("train --config d2 --device cpu --attention fused" + train, "--attention fused");
-  expect_error("train --config d2 --device cpu --attention cudnn" + train, "--attention cudnn");
+  expect_gpt_error("frobnicate", "unknown command");
+  expect_gpt_error("train --steps 3" + train + " --bogus 1", "--bogus");
+  expect_gpt_error("train -B four" + train, "-B");
+  expect_gpt_error("train --config d99" + train, "d99");
+  expect_gpt_error("train --n-head 3 --d-model 64" + train, "divisible");
+  expect_gpt_error("train --seq-len 16 -T 32" + train, "-T");
+  expect_gpt_error("train --config d2", "--train");
+  expect_gpt_error("train --config d2 --train '/nonexistent/x_*.bin'", "--train");
+  expect_gpt_error("train --config d2 --shard sideways" + train, "--shard");
+  expect_gpt_error("train --config d2 --recompute sometimes" + train, "--recompute");
+  expect_gpt_error("train --config d2 --offload cloud" + train, "--offload");
+  expect_gpt_error("train --config d2 --shard-group 2" + train, "--shard-group");
+  expect_gpt_error("train --config d2 --recompute every:0" + train, "every");
+  expect_gpt_error("train --config d2 --lr -1" + train, "--lr");
+  expect_gpt_error("train --config d2 --beta2 1" + train, "--beta2");
+  expect_gpt_error("train --config d2 --beta1 -0.1" + train, "--beta1");
+  expect_gpt_error("train --config d2 --total-batch 100 -B 2 -T 32" + train, "--total-batch");
+  expect_gpt_error("train --config d2 --device tpu" + train, "--device");
+  expect_gpt_error("train --config d2 --attention sparse" + train, "--attention");
+  expect_gpt_error("train --config d2 --device cpu --attention fused" + train, "--attention fused");
+  expect_gpt_error("train --config d2 --device cpu --attention cudnn" + train, "--attention cudnn");
 }
 
 // scripts/gpu_check.sh and scripts/gpu_correctness.py take the attention paths to run from this help line.
 TEST(Cli, TrainHelpListsTheAttentionPaths) {
-  Result r = run("train --help");
+  CliResult r = run_gpt("train --help");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("--attention simple|fused|cudnn, default auto"), std::string::npos) << r.out;
 }
@@ -157,30 +133,30 @@ TEST(Cli, BadFiles) {
   std::string shard = read_file(d + "/val_000000.bin");
   std::string cut = shard.substr(0, shard.size() - 7);
   write_file_atomic(dir + "/cut.bin", cut.data(), cut.size());
-  expect_error(std::string("train ") + kTiny + "--train " + dir + "/cut.bin", "cut.bin");
+  expect_gpt_error(std::string("train ") + kTiny + "--train " + dir + "/cut.bin", "cut.bin");
   // ids beyond the vocabulary: byte data (ids < 257) against a 100-token model
-  expect_error("train --n-layer 1 --n-head 1 --d-model 8 --vocab 100 --seq-len 32 -B 1 -T 32 --train '" + d +
+  expect_gpt_error("train --n-layer 1 --n-head 1 --d-model 8 --vocab 100 --seq-len 32 -B 1 -T 32 --train '" + d +
                    "/val_*.bin'",
                "val_000000.bin");
   // a model file with the wrong magic
   std::string junk(4096, 'x');
   write_file_atomic(dir + "/junk.bin", junk.data(), junk.size());
-  expect_error("eval --model " + dir + "/junk.bin --val '" + d + "/val_*.bin'", "junk.bin");
-  expect_error("sample --model " + dir + "/missing.bin", "missing.bin");
+  expect_gpt_error("eval --model " + dir + "/junk.bin --val '" + d + "/val_*.bin'", "junk.bin");
+  expect_gpt_error("sample --model " + dir + "/missing.bin", "missing.bin");
   // --init-from of a model with another shape
   const std::string out = dir + "/run";
-  ASSERT_EQ(run(std::string("train ") + kTiny + "--steps 1 --sample-tokens 0 --train '" + d + "/train_*.bin' --out " + out).code, 0);
-  expect_error("train --n-layer 2 --n-head 2 --d-model 64 --seq-len 32 --tokenizer byte -B 2 -T 32 --steps 1 --train '" + d +
+  ASSERT_EQ(run_gpt(std::string("train ") + kTiny + "--steps 1 --sample-tokens 0 --train '" + d + "/train_*.bin' --out " + out).code, 0);
+  expect_gpt_error("train --n-layer 2 --n-head 2 --d-model 64 --seq-len 32 --tokenizer byte -B 2 -T 32 --steps 1 --train '" + d +
                    "/train_*.bin' --init-from " + out + "/model.bin",
                "model.bin");
   // a model whose vocabulary does not match the tokenizer it is sampled with
-  expect_error("sample --model " + out + "/model.bin --tokenizer gpt2 --tokens 2", "vocabulary");
+  expect_gpt_error("sample --model " + out + "/model.bin --tokenizer gpt2 --tokens 2", "vocabulary");
   // resume from a checkpoint directory whose rank file was damaged (checksum)
   std::string ck = out + "/ckpt_00000001/rank_00000.bin";
   std::string bytes = read_file(ck);
   bytes[bytes.size() / 2] ^= 0x40;
   write_file_atomic(ck, bytes.data(), bytes.size());
-  expect_error(std::string("train ") + kTiny + "--steps 2 --train '" + d + "/train_*.bin' --out " + out + " --resume", "checksum");
+  expect_gpt_error(std::string("train ") + kTiny + "--steps 2 --train '" + d + "/train_*.bin' --out " + out + " --resume", "checksum");
 }
 
 }  // namespace
@@ -194,11 +170,11 @@ namespace {
 TEST(Cli, InitFromTakesTheShapeFromTheFile) {
   const std::string d = shakespeare_dir(), dir = scratch_dir(), out = dir + "/run";
   const std::string data = " -B 2 -T 32 --steps 1 --sample-tokens 0 --train '" + d + "/train_*.bin'";
-  ASSERT_EQ(run(std::string("train ") + kTiny + "--steps 1 --sample-tokens 0 --train '" + d + "/train_*.bin' --out " + out).code, 0);
-  const Result again = run("train --init-from " + out + "/model.bin" + data);
+  ASSERT_EQ(run_gpt(std::string("train ") + kTiny + "--steps 1 --sample-tokens 0 --train '" + d + "/train_*.bin' --out " + out).code, 0);
+  const CliResult again = run_gpt("train --init-from " + out + "/model.bin" + data);
   EXPECT_EQ(again.code, 0) << again.out;
   EXPECT_NE(again.out.find("model init-from"), std::string::npos) << again.out;
-  const Result bad = run("train --init-from " + out + "/model.bin --n-layer 3" + data);
+  const CliResult bad = run_gpt("train --init-from " + out + "/model.bin --n-layer 3" + data);
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("the file's model is L=2"), std::string::npos) << bad.out;
   EXPECT_NE(bad.out.find("the model flags give L=3"), std::string::npos) << bad.out;

@@ -12,31 +12,10 @@
 namespace gpt::test {
 namespace {
 
-struct Result {
-  int code;
-  std::string out;
-};
-Result run(const std::string& args) {
-  Result r;
-  r.code = run_command("OMP_NUM_THREADS=1 timeout 120 " + gpt_binary() + " " + args, &r.out);
-  return r;
-}
-
-void expect_error(const std::string& args, const std::string& needle) {
-  Result r = run(args);
-  EXPECT_NE(r.code, 0) << args << "\n" << r.out;
-  EXPECT_LT(r.code, 128) << "crashed (signal): " << args << "\n" << r.out;
-  size_t lines = 0;
-  for (char c : r.out) lines += c == '\n';
-  EXPECT_EQ(lines, 1u) << args << "\n" << r.out;
-  EXPECT_EQ(r.out.rfind("error: ", 0), 0u) << r.out;
-  EXPECT_NE(r.out.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.out;
-}
-
 std::string hw(const std::string& name) { return source_dir() + "/data/hardware/" + name; }
 
 TEST(TimeModelCli, MemplanTimeJsonOnTheH200File) {
-  Result r = run("memplan --config d12 -B 16 -T 1024 --device cuda --attention fused --world 8 --time --hardware " +
+  CliResult r = run_gpt("memplan --config d12 -B 16 -T 1024 --device cuda --attention fused --world 8 --time --hardware " +
                  hw("h200.json") + " --json");
   ASSERT_EQ(r.code, 0) << r.out;
   JValue j = JsonParser(r.out).parse();
@@ -51,16 +30,16 @@ TEST(TimeModelCli, MemplanTimeJsonOnTheH200File) {
 }
 
 TEST(TimeModelCli, MemplanTimeTableAndSweep) {
-  Result r = run("memplan --config d6 --world 4 --shard grad_op --total-batch 2048 --time --hardware " + hw("h100.json") +
+  CliResult r = run_gpt("memplan --config d6 --world 4 --shard grad_op --total-batch 2048 --time --hardware " + hw("h100.json") +
                  " --device cuda");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("predicted step time on NVIDIA H100"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(2 micro-steps)"), std::string::npos) << r.out;
-  r = run("memplan --config d12 -B 8 -T 1024 --device cuda --sweep --sweep-world 1,8,16 --hardware " + hw("a100_80gb.json"));
+  r = run_gpt("memplan --config d12 -B 8 -T 1024 --device cuda --sweep --sweep-world 1,8,16 --hardware " + hw("a100_80gb.json"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("weak scaling"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("hybrid"), std::string::npos) << r.out;
-  r = run("memplan --config d12 -B 8 -T 1024 --device cuda --sweep --sweep-world 1,2,4 --sweep-scaling strong --json "
+  r = run_gpt("memplan --config d12 -B 8 -T 1024 --device cuda --sweep --sweep-world 1,2,4 --sweep-scaling strong --json "
           "--hardware " + hw("a100_80gb.json"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("\"world\": 4, \"shard\": \"full\", \"group\": 4, \"B\": 2"), std::string::npos) << r.out;
@@ -68,15 +47,15 @@ TEST(TimeModelCli, MemplanTimeTableAndSweep) {
 
 TEST(TimeModelCli, CalibrateWritesAFileTheModelReads) {
   const std::string f = scratch_dir() + "/hw.json";
-  Result r = run("bench --calibrate --quick --out " + f);
+  CliResult r = run_gpt("bench --calibrate --quick --out " + f);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("wrote " + f), std::string::npos) << r.out;
-  r = run("memplan --config d2 --time --hardware " + f + " --json");
+  r = run_gpt("memplan --config d2 --time --hardware " + f + " --json");
   ASSERT_EQ(r.code, 0) << r.out;
   JValue j = JsonParser(r.out).parse();
   EXPECT_GT(j.at("time").at("step_ms").num, 0);
   // a second calibration updates the same file (its profile replaced, not duplicated)
-  r = run("bench --calibrate --quick --out " + f);
+  r = run_gpt("bench --calibrate --quick --out " + f);
   ASSERT_EQ(r.code, 0) << r.out;
   JValue h = JsonParser(read_file(f)).parse();
   EXPECT_EQ(h.at("profiles").arr.size(), 1u);
@@ -84,21 +63,21 @@ TEST(TimeModelCli, CalibrateWritesAFileTheModelReads) {
 }
 
 TEST(TimeModelCli, MistakesAreOneLine) {
-  expect_error("memplan --config d2 --time", "--hardware FILE");
-  expect_error("memplan --config d2 --time --hardware /nonexistent.json", "--hardware /nonexistent.json");
-  expect_error("memplan --config d2 --time --hardware " + hw("h200.json"), "use a matching hardware file");
-  expect_error("memplan --config d2 --time --hardware " + hw("h200.json") + " --device cuda --total-batch 100",
+  expect_gpt_error("memplan --config d2 --time", "--hardware FILE");
+  expect_gpt_error("memplan --config d2 --time --hardware /nonexistent.json", "--hardware /nonexistent.json");
+  expect_gpt_error("memplan --config d2 --time --hardware " + hw("h200.json"), "use a matching hardware file");
+  expect_gpt_error("memplan --config d2 --time --hardware " + hw("h200.json") + " --device cuda --total-batch 100",
                "--total-batch 100 must be a multiple");
-  expect_error("memplan --config d2 --sweep --sweep-world 1,x --hardware " + hw("h200.json"), "--sweep-world");
-  expect_error("memplan --config d2 --sweep --sweep-scaling sideways --hardware " + hw("h200.json"), "--sweep-scaling");
-  expect_error("bench --calibrate", "--out FILE");
+  expect_gpt_error("memplan --config d2 --sweep --sweep-world 1,x --hardware " + hw("h200.json"), "--sweep-world");
+  expect_gpt_error("memplan --config d2 --sweep --sweep-scaling sideways --hardware " + hw("h200.json"), "--sweep-scaling");
+  expect_gpt_error("bench --calibrate", "--out FILE");
   const std::string bad = scratch_dir() + "/bad.json";
   {
     std::ofstream o(bad);
     o << R"({"name": "x", "kind": "gpu", "peak_flops": 1e14, "profiles": [{"gemm": 1e13, "stream": 1e12}],)"
       << R"( "host": {"bandwidth": 1e11, "pcie": 1e10}, "network": {"intra": {"bandwidth": -5}}})";
   }
-  expect_error("memplan --config d2 --device cuda --time --hardware " + bad, "field network.intra.bandwidth");
+  expect_gpt_error("memplan --config d2 --device cuda --time --hardware " + bad, "field network.intra.bandwidth");
 }
 
 }  // namespace

@@ -56,6 +56,23 @@ int run_command(const std::string& cmd, std::string* output) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+CliResult run_gpt(const std::string& args) {
+  CliResult r;
+  r.code = run_command("OMP_NUM_THREADS=1 timeout 120 " + gpt_binary() + " " + args, &r.out);
+  return r;
+}
+
+void expect_gpt_error(const std::string& args, const std::string& needle) {
+  const CliResult r = run_gpt(args);
+  EXPECT_NE(r.code, 0) << args << "\n" << r.out;
+  EXPECT_LT(r.code, 128) << "crashed (signal): " << args << "\n" << r.out;
+  size_t lines = 0;
+  for (char c : r.out) lines += c == '\n';
+  EXPECT_EQ(lines, 1u) << args << "\n" << r.out;
+  EXPECT_EQ(r.out.rfind("error: ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.out;
+}
+
 std::string read_log(const std::string& path) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return "";

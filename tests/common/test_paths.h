@@ -14,6 +14,14 @@ std::string scratch_dir();
 std::string shared_scratch_dir(const std::string& name);
 // Runs a shell command, returns its exit status and (optionally) its combined stdout+stderr.
 int run_command(const std::string& cmd, std::string* output = nullptr);
+// The gpt binary run with `args` (one OpenMP thread, 120 s at most): its exit status and combined output.
+struct CliResult {
+  int code;
+  std::string out;
+};
+CliResult run_gpt(const std::string& args);
+// Expects a non-zero exit (not a signal) whose output is one "error:" line mentioning `needle`.
+void expect_gpt_error(const std::string& args, const std::string& needle);
 // Contents of a log file, or "" when it does not exist.
 std::string read_log(const std::string& path);
 }  // namespace gpt::test
