@@ -25,18 +25,20 @@ constexpr size_t kSumChunk = 65536;      // sum_squares partial size (fixed, so 
 template <bool kOut>
 void adamw_loop(float* param, const float* grad, float* m, float* v, float* out, size_t n, float step_size,
                 float bc2_sqrt, float decay, float b1, float b2, float eps, float gs) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-  for (size_t i = 0; i < n; i++) {
-    float g = grad[i] * gs;
-    float mi = b1 * m[i] + (1.0f - b1) * g;
-    float vi = b2 * v[i] + (1.0f - b2) * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    float p = param[i] * decay;
-    const float updated = p - step_size * (mi / (std::sqrt(vi) / bc2_sqrt + eps));
-    param[i] = updated;
-    if constexpr (kOut) out[i] = updated;
-  }
+  parallel_ranges(n, [=](size_t i0, size_t i1) {
+#pragma omp simd
+    for (size_t i = i0; i < i1; i++) {
+      float g = grad[i] * gs;
+      float mi = b1 * m[i] + (1.0f - b1) * g;
+      float vi = b2 * v[i] + (1.0f - b2) * g * g;
+      m[i] = mi;
+      v[i] = vi;
+      float p = param[i] * decay;
+      const float updated = p - step_size * (mi / (std::sqrt(vi) / bc2_sqrt + eps));
+      param[i] = updated;
+      if constexpr (kOut) out[i] = updated;
+    }
+  });
 }
 }  // namespace
 
@@ -81,8 +83,10 @@ double sum_squares_all(const float* const* xs, const size_t* ns, int count) {
 }
 
 void accumulate_f32(float* y, const float* x, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-  for (size_t i = 0; i < n; i++) y[i] += x[i];
+  parallel_ranges(n, [=](size_t i0, size_t i1) {
+#pragma omp simd
+    for (size_t i = i0; i < i1; i++) y[i] += x[i];
+  });
 }
 
 }  // namespace gpt::cpu

@@ -12,24 +12,28 @@ constexpr float kCubic = 0.044715f;
 }  // namespace
 
 void gelu_forward(float* out, const float* inp, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= 32768)
-  for (size_t i = 0; i < n; i++) {
-    float x = inp[i];
-    float u = kSqrt2OverPi * (x + kCubic * x * x * x);
-    out[i] = x / (1.0f + fast_exp(-2.0f * u));
-  }
+  parallel_ranges(n, [=](size_t i0, size_t i1) {
+#pragma omp simd
+    for (size_t i = i0; i < i1; i++) {
+      float x = inp[i];
+      float u = kSqrt2OverPi * (x + kCubic * x * x * x);
+      out[i] = x / (1.0f + fast_exp(-2.0f * u));
+    }
+  });
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= 32768)
-  for (size_t i = 0; i < n; i++) {
-    // Clamped so x^2 cannot overflow (inf * 0 = NaN); beyond |x| = 1e4 the sigmoid is exactly 0 or 1.
-    float x = inp[i] < -1e4f ? -1e4f : (inp[i] > 1e4f ? 1e4f : inp[i]);  // NaN stays NaN
-    float u = kSqrt2OverPi * (x + kCubic * x * x * x);
-    float s = 1.0f / (1.0f + fast_exp(-2.0f * u));
-    float du = kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
-    dinp[i] = dout[i] * (s + 2.0f * x * s * (1.0f - s) * du);
-  }
+  parallel_ranges(n, [=](size_t i0, size_t i1) {
+#pragma omp simd
+    for (size_t i = i0; i < i1; i++) {
+      // Clamped so x^2 cannot overflow (inf * 0 = NaN); beyond |x| = 1e4 the sigmoid is exactly 0 or 1.
+      float x = inp[i] < -1e4f ? -1e4f : (inp[i] > 1e4f ? 1e4f : inp[i]);  // NaN stays NaN
+      float u = kSqrt2OverPi * (x + kCubic * x * x * x);
+      float s = 1.0f / (1.0f + fast_exp(-2.0f * u));
+      float du = kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
+      dinp[i] = dout[i] * (s + 2.0f * x * s * (1.0f - s) * du);
+    }
+  });
 }
 
 }  // namespace gpt::cpu

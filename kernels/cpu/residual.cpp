@@ -5,13 +5,17 @@
 namespace gpt::cpu {
 
 void residual_forward(float* out, const float* a, const float* b, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= 32768)
-  for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+  parallel_ranges(n, [=](size_t i0, size_t i1) {
+#pragma omp simd
+    for (size_t i = i0; i < i1; i++) out[i] = a[i] + b[i];
+  });
 }
 
 void residual_backward(float* dstream, const float* dbranch, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= 32768)
-  for (size_t i = 0; i < n; i++) dstream[i] += dbranch[i];
+  parallel_ranges(n, [=](size_t i0, size_t i1) {
+#pragma omp simd
+    for (size_t i = i0; i < i1; i++) dstream[i] += dbranch[i];
+  });
 }
 
 }  // namespace gpt::cpu
