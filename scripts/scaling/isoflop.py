@@ -3,46 +3,52 @@
 L(N, D) = E + A/N^alpha + B/D^beta (approach 3), on ~27 MB of public-domain English at byte level.
 
 For each compute budget C (exact training FLOPs, see below) a window of --sizes models from a ladder of
-shapes is trained, each for D = C / (FLOPs per token) tokens, with its own cosine schedule ending at D
-(warmup 5% of the steps, decay to --min-lr-frac of the peak), batch 4 x 128 tokens. The window is centred
-where D/N = --tokens-per-param; when the lowest loss of a budget falls at an end of its window the window
-is extended on that side (at most twice). The peak learning rate is chosen by a sweep at one size (the
-lr_sweep runs, a parabola in ln lr through the best three) and carried to the other sizes by Kaplan et
-al.'s rule (2001.08361, eq. D.1): lr(N) proportional to 0.003239 - 0.0001395 ln N (N non-embedding); two
-lr_check runs (0.5x and 2x the rule) at the largest model of the sweep budget test that rule.
+2-layer shapes is trained, each for D = C / (FLOPs per token) tokens, with its own cosine schedule ending at D
+(warmup 5% of the steps, decay to --min-lr-frac of the peak), batch 4 x 128 tokens, AdamW with --beta2 0.99.
+The window is centred where D/N_total = --tokens-per-param; when the lowest loss of a budget falls at an end
+of its window the window is extended on that side (at most twice). The peak learning rate is swept at two
+sizes (--sweep: a small and a large model, each at a budget near its optimum; each optimum a parabola in
+ln lr through the best run and its neighbours) and carried to every size by the power law in N_total through
+the two optima; two lr_check runs (0.5x and 2x the rule) at the middle budget's centre model test it.
+Runs go --jobs at a time with --threads each: these models are too small for a second thread to speed one.
 
 Counting (per token, forward; training = 3x forward):
   non-embedding    2 N                 N = L(12C^2 + 13C) + 2C
   attention        2 L T C             scores QK^T and the weighted sum of V, causal half (Kaplan's count)
   LM head          2 C Vp              Vp = 384, the padded vocabulary the logits matmul computes
-C_exact = 3 (2N + 2LTC + 2CVp) D, against 6 N D; N_total = N + (Vp + T) C (what `gpt train` reports).
+C_exact = 3 (2N + 2LTC + 2CVp) D, against 6 N D; N_total = N + (Vp + T) C (what `gpt train` reports). The
+headline counts as Chinchilla did (N_total, C exact); the report gives the other conventions beside it.
 
 Outputs in OUT: isoflop.csv (every run), isoflop.png (the IsoFLOP curves), nopt_vs_c.png, frontier.png,
-lnd_fit.png and results.md (scripts/scaling/isoflop_fit.py does the fits). --refit redoes the fits and plots
-from OUT/isoflop.csv without training; --resume reuses the rows of OUT/isoflop.csv that succeeded.
-The data is data/pd_english_byte (scripts/scaling/prepare_corpus.sh makes it); --quick uses Tiny
-Shakespeare and tiny budgets instead (a smoke test of the whole pipeline, not a measurement).
+lnd_fit.png and results.md (isoflop_fit.py fits, isoflop_plots.py draws, isoflop_report.py writes). --refit
+redoes the fits and plots from OUT/isoflop.csv without training; --resume reuses the rows of OUT/isoflop.csv
+that succeeded. The data is data/pd_english_byte (scripts/scaling/prepare_corpus.sh makes it); --quick uses
+Tiny Shakespeare and tiny budgets instead (a smoke test of the whole pipeline, not a measurement).
 """
 import math
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 import common as c
 import isoflop_fit as fit
+import isoflop_report as report
 
 NAME = "isoflop"
 VP = 384  # padded byte vocabulary (257 -> multiple of 128)
+DEFAULT_BUDGETS = "2e11,5e11,1.25e12,3e12,7.5e12"
+QUICK_BUDGETS = "3e9,6e9,1.2e10"
 
 # The size ladder: 2-layer models of growing width (non-embedding N from 1.8k to 0.4M, 1.2-2.2x apart).
 # One depth keeps the family to one shape parameter: the lr rule below knows N but not depth, and in a
 # first run a 3-layer model among 2-layer ones landed 0.2 nats above its neighbours.
-LADDER = [(2, 8), (2, 12), (2, 16), (2, 20), (2, 24), (2, 28), (2, 32), (2, 40), (2, 48), (2, 56), (2, 64),
-          (2, 80), (2, 96), (2, 128)]
+LADDER = [(2, w) for w in (8, 10, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64, 72, 80, 96, 112, 128, 144, 160)]
 
 FIELDS = ["phase", "budget", "L", "NH", "C", "N_nonembed", "N_total", "B", "T", "steps", "tokens", "epochs",
-          "flops_per_token", "C_exact", "C_6ND_nonembed", "C_6ND_total", "lr", "warmup", "min_lr_frac", "seed",
+          "flops_per_token", "C_exact", "C_6ND_nonembed", "C_6ND_total", "lr", "beta2", "warmup", "min_lr_frac", "seed", "threads",
           "val_batches", "final_train_loss", "val_loss", "seconds", "tokens_per_s", "status"]
 
 
@@ -78,62 +84,80 @@ def parse():
     p.add_argument("--data", default=None, help="folder with train_*.bin and val_*.bin (default "
                    "data/pd_english_byte; quick: Tiny Shakespeare, tokenized on first use)")
     p.add_argument("--budgets", default=None, help="compute budgets in exact training FLOPs (default "
-                   "2e11,4.5e11,9e11,2e12; quick 3e9,6e9,1.2e10)")
-    p.add_argument("--sweep-budget", type=float, default=None,
-                   help="budget of the lr sweep (default the second largest of --budgets)")
-    p.add_argument("--sizes", type=int, default=None, help="models per budget (default 7, quick 4)")
-    p.add_argument("--tokens-per-param", type=float, default=400.0,
-                   help="where each budget's ladder is centred: D/N at the guessed optimum (default 400, "
-                        "what pilots at these budgets found; Chinchilla's 20 is far too few here)")
+                   f"{DEFAULT_BUDGETS}; quick {QUICK_BUDGETS})")
+    p.add_argument("--sizes", type=int, default=None, help="models per budget (default 9, quick 4)")
+    p.add_argument("--tokens-per-param", type=float, default=None,
+                   help="where each budget's window is centred: D / N_total at the guessed optimum (default 100, "
+                        "near what the previous study's vertices found; Chinchilla's 20 is far too few here)")
     p.add_argument("-B", type=int, default=None, help="micro-batch (default 4, quick 4)")
     p.add_argument("-T", type=int, default=None, help="sequence length = context (default 128, quick 64)")
-    p.add_argument("--lr", type=float, default=None, help="peak lr at the sweep size: skips the sweep")
-    p.add_argument("--lr-sweep", default=None, help="peak lrs of the sweep, extended by factors of 2 while the best is at an "
-                   "end (default 1e-3,2e-3,4e-3; quick 4e-3,1.6e-2)")
-    p.add_argument("--sweep-model", default=None,
-                   help="L:C of the lr sweep's model (default 2:28, N = 19,600, near the sweep budget's optimum; "
-                        "quick: the ladder size nearest the sweep budget's guessed optimum)")
+    p.add_argument("--lr", type=float, default=None, help="peak lr at the first --sweep model: skips the sweeps "
+                   "(other sizes by Kaplan's eq. D.1)")
+    p.add_argument("--lr-sweep", default=None, help="peak lrs of each sweep, extended by factors of 2 while the best is "
+                   "at an end (default 2.5e-3,3.5e-3,5e-3,7e-3,1e-2,1.4e-2; quick 4e-3,1.6e-2)")
+    p.add_argument("--sweep", default=None,
+                   help="the lr sweeps' models and budgets, L:C@FLOPs,... (default 2:16@5e11,2:56@3e12: a small and a "
+                        "large model, each at a budget near its optimum; quick: 2:8 and 2:12 at the first and last budgets)")
+    p.add_argument("--beta2", type=float, default=0.99, help="AdamW beta2 (default 0.99: at 512-token batches "
+                   "0.95 averages the second moment over too few steps; Porian et al. 2024)")
     p.add_argument("--min-lr-frac", type=float, default=0.1, help="cosine floor as a fraction of the peak (0.1)")
     p.add_argument("--warmup-frac", type=float, default=0.05, help="warmup as a fraction of the steps (0.05)")
     p.add_argument("--min-steps", type=int, default=None, help="sizes with fewer steps are left out (default 60, quick 5)")
     p.add_argument("--val-batches", type=int, default=None, help="validation batches of B x T at the end (default 256, quick 8)")
     p.add_argument("--seed", type=int, default=1337, help="seed of every run (default 1337)")
-    p.add_argument("--threads", type=int, default=2, help="OpenMP/OpenBLAS threads (default 2)")
+    p.add_argument("--jobs", type=int, default=2, help="runs at once (default 2: one per core; these models are too "
+                   "small for two threads to help one run)")
+    p.add_argument("--threads", type=int, default=1, help="OpenMP/OpenBLAS threads per run (default 1)")
     p.add_argument("--bootstrap", type=int, default=None, help="bootstrap resamples (default 2000, quick 50)")
     p.add_argument("--resume", action="store_true", help="reuse the successful rows of OUT/isoflop.csv")
     p.add_argument("--refit", action="store_true", help="no training: fits and plots from OUT/isoflop.csv")
     a = p.parse_args()
     q = a.quick
-    a.budgets = [float(x) for x in (a.budgets or ("3e9,6e9,1.2e10" if q else "2e11,4.5e11,9e11,2e12")).split(",")]
+    a.budgets = [float(x) for x in (a.budgets or (QUICK_BUDGETS if q else DEFAULT_BUDGETS)).split(",")]
     if len(a.budgets) < 2 or any(b <= 0 for b in a.budgets):
         raise c.UserError("--budgets: expected at least two positive FLOP counts")
     a.budgets.sort()
-    a.sizes = a.sizes or (4 if q else 7)
+    a.sizes = a.sizes or (4 if q else 9)
+    a.tokens_per_param = a.tokens_per_param or 100.0
     a.B = a.B or 4
     a.T = a.T or (64 if q else 128)
     a.val_batches = a.val_batches or (8 if q else 256)
     a.min_steps = a.min_steps if a.min_steps is not None else (5 if q else 60)
     a.bootstrap = a.bootstrap or (50 if q else 2000)
-    a.lr_sweep = [float(x) for x in (a.lr_sweep or ("4e-3,1.6e-2" if q else "1e-3,2e-3,4e-3")).split(",")]
-    sm = a.sweep_model or (None if q else "2:28")
-    if sm:
-        try:
-            a.sweep_model = tuple(int(x) for x in sm.split(":"))
-            assert len(a.sweep_model) == 2 and min(a.sweep_model) >= 1
-        except (ValueError, AssertionError):
-            raise c.UserError(f"--sweep-model: expected L:C with positive integers, got '{sm}'")
+    a.lr_sweep = [float(x) for x in (a.lr_sweep or ("4e-3,1.6e-2" if q else "2.5e-3,3.5e-3,5e-3,7e-3,1e-2,1.4e-2")).split(",")]
     if a.sizes < 3:
         raise c.UserError("--sizes: a parabola needs at least 3 models per budget")
     if a.sizes > len(LADDER):
         raise c.UserError(f"--sizes: at most {len(LADDER)} (the ladder's length)")
-    for flag, v in (("-B", a.B), ("-T", a.T), ("--val-batches", a.val_batches), ("--threads", a.threads)):
+    for flag, v in (("-B", a.B), ("-T", a.T), ("--val-batches", a.val_batches), ("--threads", a.threads),
+                    ("--jobs", a.jobs)):
         if v < 1:
             raise c.UserError(f"{flag}: expected >= 1, got {v}")
     if not (0 <= a.min_lr_frac <= 1 and 0 <= a.warmup_frac < 1):
         raise c.UserError("--min-lr-frac must be in [0, 1] and --warmup-frac in [0, 1)")
+    if not 0 <= a.beta2 < 1:
+        raise c.UserError(f"--beta2: expected a value in [0, 1), got {a.beta2}")
+    if a.tokens_per_param <= 0:
+        raise c.UserError("--tokens-per-param: expected > 0")
     if a.lr is not None and a.lr <= 0 or any(x <= 0 for x in a.lr_sweep):
         raise c.UserError("learning rates must be > 0")
+    a.sweep = parse_sweep(a.sweep or (f"2:8@{a.budgets[0]:g},2:12@{a.budgets[-1]:g}" if q else None), a)
     return a
+
+
+def parse_sweep(text, a):
+    """--sweep L:C@FLOPs,...: the lr sweeps' models (at most two distinct sizes are needed for the power law)."""
+    out = []
+    for item in (text or "2:16@5e11,2:56@3e12").split(","):
+        try:
+            shape, b = item.split("@")
+            L, d = (int(x) for x in shape.split(":"))
+            b = float(b)
+            assert L >= 1 and d >= 1 and b > 0 and d % heads(d) == 0
+        except (ValueError, AssertionError):
+            raise c.UserError(f"--sweep: expected L:C@FLOPs items such as 2:16@5e11, got '{item}'")
+        out.append((L, d, b))
+    return out
 
 
 def steps_at(budget, i, a):
@@ -142,9 +166,10 @@ def steps_at(budget, i, a):
 
 
 def centre_index(budget, a):
-    """Ladder index nearest the guessed optimum: D = k N with C = 6 N D x (exact / 6ND) ~ 6 k N^2 x 1.6."""
-    guess = math.sqrt(budget / (6 * a.tokens_per_param * 1.6))
-    return int(np.argmin([abs(math.log(n_nonembed(L, d) / guess)) for L, d in LADDER]))
+    """Ladder index nearest the guessed optimum, where D = k N_total: the budget that makes each size optimal
+    is C_i = (FLOPs per token)_i x k x N_total_i, and the nearest C_i in log wins."""
+    ci = [flops_per_token(L, d, a.T) * a.tokens_per_param * n_total(L, d, a.T) for L, d in LADDER]
+    return int(np.argmin([abs(math.log(x / budget)) for x in ci]))
 
 
 class Runner:
@@ -158,9 +183,19 @@ class Runner:
                     self.cache[self.key(r["phase"], int(r["L"]), int(r["C"]), int(r["steps"]), float(r["lr"]))] = r
         self.tmp = c.scratch(NAME)
         self.log = Path(self.tmp) / "runs.log"
+        self.lock = threading.Lock()  # guards rows, the CSV and the log (runs finish on --jobs threads)
 
     def key(self, phase, L, d, steps, lr):
         return (phase, L, d, steps, f"{lr:.6g}")
+
+    def run_many(self, specs):
+        """Runs [(phase, budget, L, d, lr)] on --jobs processes at once, the costliest first (so the batch's
+        tail is short); returns the rows in the order of specs."""
+        cost = lambda s: s[1] / (flops_per_token(s[2], s[3], self.a.T) * self.a.B * self.a.T) * s[3]  # noqa: E731
+        order = sorted(range(len(specs)), key=lambda i: -cost(specs[i]))
+        with ThreadPoolExecutor(max_workers=self.a.jobs) as ex:
+            futs = {i: ex.submit(self.run, *specs[i]) for i in order}
+            return [futs[i].result() for i in range(len(specs))]
 
     def run(self, phase, budget, L, d, lr):
         a = self.a
@@ -173,26 +208,30 @@ class Runner:
                "N_total": Nt, "B": a.B, "T": a.T, "steps": steps, "tokens": tokens,
                "epochs": f"{tokens / self.data[2]:.3f}", "flops_per_token": fpt, "C_exact": f"{fpt * tokens:.6g}",
                "C_6ND_nonembed": f"{6 * N * tokens:.6g}", "C_6ND_total": f"{6 * Nt * tokens:.6g}",
-               "lr": f"{lr:.6g}", "warmup": max(1, round(a.warmup_frac * steps)) if a.warmup_frac > 0 else 0,
-               "min_lr_frac": a.min_lr_frac, "seed": a.seed, "val_batches": a.val_batches}
+               "lr": f"{lr:.6g}", "beta2": a.beta2, "warmup": max(1, round(a.warmup_frac * steps)) if a.warmup_frac > 0 else 0,
+               "min_lr_frac": a.min_lr_frac, "seed": a.seed, "threads": a.threads, "val_batches": a.val_batches}
         k = self.key(phase, L, d, steps, lr)
         if k in self.cache:
             old = self.cache[k]
             for f in ("final_train_loss", "val_loss", "seconds", "tokens_per_s", "status"):
                 row[f] = old[f]
             row["status"] = "ok"
-            self.rows.append(row)
+            with self.lock:
+                self.rows.append(row)
             c.progress(f"[{phase} {budget:.3g}] L={L} C={d}: reused val {row['val_loss']}")
             return row
         metrics = Path(self.tmp) / f"{phase}_{budget:.3g}_{L}_{d}_{lr:.3g}.jsonl"
         train, val, _ = self.data
         argv = [self.gpt, "train", "--n-layer", str(L), "--n-head", str(heads(d)), "--d-model", str(d),
                 "--vocab", str(c.BYTE_VOCAB), "--seq-len", str(a.T), "--tokenizer", "byte", "--train", train,
-                "--val", val, "-B", str(a.B), "-T", str(a.T), "--steps", str(steps), "--lr", f"{lr:.6g}",
+                "--val", val, "-B", str(a.B), "-T", str(a.T), "--steps", str(steps), "--lr", f"{lr:.6g}", "--beta2", str(a.beta2),
                 "--warmup", str(row["warmup"]), "--min-lr-frac", str(a.min_lr_frac), "--seed", str(a.seed),
                 "--val-every", str(steps), "--val-batches", str(a.val_batches), "--sample-tokens", "0",
                 "--device", "cpu", "--quiet", "--metrics", str(metrics)]
-        rc, dt, outp = c.run(argv, c.mpi_env(a.threads), a.timeout, self.log)
+        rc, dt, outp = c.run(argv, c.mpi_env(a.threads), a.timeout)
+        with self.lock:
+            with open(self.log, "a") as f:
+                f.write("$ " + " ".join(argv) + f"\n# rc={rc} seconds={dt:.1f}\n{outp}\n")
         m = c.read_metrics(metrics)
         vals = [r["val_loss"] for r in m if "val_loss" in r]
         row["seconds"] = f"{dt:.1f}"
@@ -203,26 +242,85 @@ class Runner:
             row["val_loss"] = f"{vals[-1]:.5f}"
             row["tokens_per_s"] = f"{np.median([r['tokens_per_s'] for r in m]):.0f}"
             row["status"] = "ok"
-        self.rows.append(row)
-        c.write_csv(self.out / f"{NAME}.csv", self.rows, FIELDS)
+        with self.lock:
+            self.rows.append(row)
+            c.write_csv(self.out / f"{NAME}.csv", self.rows, FIELDS)
         c.progress(f"[{phase} {budget:.3g}] L={L} C={d} N={N:,} steps={steps} lr={lr:.3g}: "
                    f"val {row.get('val_loss', 'n/a')} in {dt:.0f} s ({row['status']})")
         return row
 
 
-def best_lr(rows):
-    """Peak lr minimising val loss: a parabola in log lr through the best point and its neighbours."""
-    ok = sorted((float(r["lr"]), float(r["val_loss"])) for r in rows if r["status"] == "ok")
-    if not ok:
-        raise c.UserError("the lr sweep has no successful run")
-    i = int(np.argmin([l for _, l in ok]))
-    if 0 < i < len(ok) - 1:
-        x = np.log([ok[j][0] for j in (i - 1, i, i + 1)])
-        y = [ok[j][1] for j in (i - 1, i, i + 1)]
-        cf = np.polyfit(x, y, 2)
-        if cf[0] > 0:
-            return float(np.exp(np.clip(-cf[1] / (2 * cf[0]), x[0], x[2]))), i
-    return ok[i][0], i
+def lr_rule(points):
+    """The peak-lr rule through the sweeps' optima [(N_total, lr)]: a power law lr = lr_1 (N / N_1)^-k fitted in
+    log-log (exact through two points); with one point, Kaplan's eq. D.1 normalised to it."""
+    if len({p[0] for p in points}) == 1:
+        n1, lr1 = points[0][0], float(np.exp(np.mean(np.log([p[1] for p in points]))))
+        return (lambda n: kaplan_lr(lr1, n1, n)), None
+    x, y = np.log([p[0] for p in points]), np.log([p[1] for p in points])
+    slope, icpt = np.polyfit(x, y, 1)
+    return (lambda n: float(np.exp(icpt + slope * math.log(n)))), -float(slope)
+
+
+def sweep_lr(R, specs, a):
+    """Runs every sweep model over the lr grid (in one parallel batch), extends each grid by factors of 2 while
+    its best lr is at an end (at most three rounds), and returns [(L, d, budget, N_total, best lr)]."""
+    batch = [("lr_sweep", b, L, d, lr) for (L, d, b) in specs for lr in a.lr_sweep]
+    rows = R.run_many(batch)
+    res = {s: [r for r, spec in zip(rows, batch) if (spec[2], spec[3], spec[1]) == s] for s in specs}
+    for _ in range(3):
+        more = []
+        for (L, d, b), sw in res.items():
+            _, i = fit.best_lr(sw)
+            ok = sorted(float(r["lr"]) for r in sw if r["status"] == "ok")
+            if len(ok) > 1 and i == 0:
+                more.append(("lr_sweep", b, L, d, ok[0] * ok[0] / ok[1]))
+            elif len(ok) > 1 and i == len(ok) - 1:
+                more.append(("lr_sweep", b, L, d, ok[-1] * ok[-1] / ok[-2]))
+        if not more:
+            break
+        for spec, r in zip(more, R.run_many(more)):
+            res[(spec[2], spec[3], spec[1])].append(r)
+    return [(L, d, b, n_total(L, d, a.T), fit.best_lr(sw)[0]) for (L, d, b), sw in res.items()]
+
+
+def window(budget, a):
+    """The ladder indices of one budget's first window: --sizes models centred on the guessed optimum, among
+    those that get at least --min-steps steps."""
+    ci = centre_index(budget, a)
+    top = max(i for i in range(len(LADDER)) if i == 0 or steps_at(budget, i, a) >= a.min_steps)
+    lo = max(0, min(ci - a.sizes // 2, top + 1 - a.sizes))
+    return list(range(lo, min(lo + a.sizes, top + 1)))
+
+
+def isoflop_grid(R, a, lr_of):
+    """Every budget's window in one parallel batch, then up to two rounds that add the neighbour of any
+    budget whose lowest loss sits at an end of its window."""
+    done = {b: {} for b in a.budgets}
+
+    def spec(b, i):
+        L, d = LADDER[i]
+        return ("isoflop", b, L, d, lr_of(L, d))
+
+    def run(pairs):
+        pairs = [(b, i) for b, i in pairs if steps_at(b, i, a) >= a.min_steps and i not in done[b]]
+        for (b, i), r in zip(pairs, R.run_many([spec(b, i) for b, i in pairs])):
+            done[b][i] = r
+
+    run([(b, i) for b in a.budgets for i in window(b, a)])
+    for _ in range(2):
+        more = []
+        for b in a.budgets:
+            ok = {i: float(r["val_loss"]) for i, r in done[b].items() if r["status"] == "ok"}
+            if len(ok) < 3:
+                continue
+            best = min(ok, key=ok.get)
+            if best == min(ok) and best > 0:
+                more.append((b, best - 1))
+            elif best == max(ok) and best < len(LADDER) - 1:
+                more.append((b, best + 1))
+        run(more)
+        if not more:
+            break
 
 
 def study(a, gpt, out):
@@ -237,76 +335,28 @@ def study(a, gpt, out):
     R = Runner(a, gpt, (tr, va, ntrain), out)
     t0 = time.time()
 
-    # 1. learning rate: a sweep at one size (the guessed optimum of the sweep budget), then Kaplan's rule
-    sweep_budget = a.sweep_budget or a.budgets[-2]
-    L0, d0 = a.sweep_model or LADDER[centre_index(sweep_budget, a)]
-    n_ref = n_nonembed(L0, d0)
+    # 1. learning rate: sweeps at the --sweep models, a power law in N_total through their optima
     if a.lr is not None:
-        lr_ref = a.lr
+        L0, d0, b0 = a.sweep[0]
+        points = [(L0, d0, b0, n_total(L0, d0, a.T), a.lr)]
     else:
-        grid = list(a.lr_sweep)
-        sweep = [R.run("lr_sweep", sweep_budget, L0, d0, lr) for lr in grid]
-        for _ in range(3):  # extend the grid when the best lr is at an end
-            lr_ref, i = best_lr(sweep)
-            ok = sorted(float(r["lr"]) for r in sweep if r["status"] == "ok")
-            if i == 0 and len(ok) > 1:
-                sweep.append(R.run("lr_sweep", sweep_budget, L0, d0, ok[0] * ok[0] / ok[1]))
-            elif i == len(ok) - 1 and len(ok) > 1:
-                sweep.append(R.run("lr_sweep", sweep_budget, L0, d0, ok[-1] * ok[-1] / ok[-2]))
-            else:
-                break
-        lr_ref, _ = best_lr(sweep)
-    c.progress(f"peak lr {lr_ref:.4g} at N = {n_ref:,} (L={L0} C={d0}); other sizes by Kaplan's eq. D.1")
-    lr_of = lambda L, d: kaplan_lr(lr_ref, n_ref, n_nonembed(L, d))  # noqa: E731
+        points = sweep_lr(R, a.sweep, a)
+    rule, k = lr_rule([(p[3], p[4]) for p in points])
+    c.progress("peak lr " + ", ".join(f"{p[4]:.4g} at N_total = {p[3]:,} (L={p[0]} C={p[1]})" for p in points)
+               + (f"; other sizes: lr ∝ N_total^-{k:.3f}" if k is not None else "; other sizes by Kaplan's eq. D.1"))
+    lr_of = lambda L, d: rule(n_total(L, d, a.T))  # noqa: E731
 
     # 2. the IsoFLOP grid
-    for budget in a.budgets:
-        ci = centre_index(budget, a)
-        # the ladder's sizes that get at least --min-steps steps at this budget, a window of --sizes of
-        # them centred on the guess
-        top = max(i for i in range(len(LADDER)) if i == 0 or steps_at(budget, i, a) >= a.min_steps)
-        lo = max(0, min(ci - a.sizes // 2, top + 1 - a.sizes))
-        idx = list(range(lo, min(lo + a.sizes, top + 1)))
-        done = {}
+    isoflop_grid(R, a, lr_of)
 
-        def run_idx(i):
-            L, d = LADDER[i]
-            steps = steps_at(budget, i, a)
-            if steps < a.min_steps:
-                c.progress(f"[isoflop {budget:.3g}] L={L} C={d}: {steps} steps < --min-steps {a.min_steps}, left out")
-                return None
-            done[i] = R.run("isoflop", budget, L, d, lr_of(L, d))
-            return done[i]
-
-        for i in idx:
-            run_idx(i)
-        for _ in range(2):
-            ok = {i: float(r["val_loss"]) for i, r in done.items() if r and r["status"] == "ok"}
-            if len(ok) < 3:
-                break
-            best = min(ok, key=ok.get)
-            if best == min(ok) and best > 0:
-                if run_idx(best - 1) is None:
-                    break
-            elif best == max(ok) and best < len(LADDER) - 1:
-                if run_idx(best + 1) is None:
-                    break
-            else:
-                break
-
-    # 3. a check of the lr rule at the largest model of the sweep budget (0.5x, 1x, 2x the rule's lr)
+    # 3. a check of the rule between the sweeps: the middle budget's centre model at 0.5x and 2x its lr
     if a.lr is None:
-        ci = centre_index(sweep_budget, a)
-        cands = [r for r in R.rows if r["phase"] == "isoflop" and r["budget"] == f"{sweep_budget:.3g}"
-                 and r["status"] == "ok"]
-        if cands:
-            big = max(cands, key=lambda r: int(r["N_nonembed"]))
-            L1, d1 = int(big["L"]), int(big["C"])
-            for f in (0.5, 2.0):
-                R.run("lr_check", sweep_budget, L1, d1, lr_of(L1, d1) * f)
+        b = a.budgets[len(a.budgets) // 2]
+        L1, d1 = LADDER[centre_index(b, a)]
+        R.run_many([("lr_check", b, L1, d1, lr_of(L1, d1) * f) for f in (0.5, 2.0)])
     c.finish_scratch(R.tmp, R.rows)
     c.progress(f"training done in {time.time() - t0:.0f} s")
-    return R.rows, {"lr_ref": lr_ref, "n_ref": n_ref, "ref_shape": (L0, d0), "wall_s": time.time() - t0}
+    return R.rows, {"lr_points": points, "lr_k": k, "wall_s": time.time() - t0}
 
 
 def main():
@@ -325,7 +375,7 @@ def main():
     meta["command"] = c.command_line()
     cmd = out / "command.txt"
     meta["study_command"] = cmd.read_text().strip() if cmd.is_file() else None
-    fit.analyse(rows, out, a, meta)
+    report.analyse(rows, out, a, meta)
     c.progress(f"wrote {out}/{NAME}.csv, {NAME}.png, nopt_vs_c.png, frontier.png, lnd_fit.png, results.md")
 
 

@@ -80,6 +80,9 @@ expect_error "$py" $s/loss_vs_size.py --gpt "$gpt" --out "$tmp/bad" --tokens 100
 expect_error "$py" $s/levers.py --gpt "$tmp/no_such_gpt" --out "$tmp/bad"
 expect_error "$py" $s/isoflop.py --gpt "$gpt" --out "$tmp/bad" --budgets 1e10
 expect_error "$py" $s/isoflop.py --gpt "$gpt" --out "$tmp/bad" --sizes 2
+expect_error "$py" $s/isoflop.py --gpt "$gpt" --out "$tmp/bad" --sweep 2:x@1e9
+expect_error "$py" $s/isoflop.py --gpt "$gpt" --out "$tmp/bad" --beta2 1.5
+expect_error "$py" $s/isoflop.py --gpt "$gpt" --out "$tmp/bad" --jobs 0
 expect_error "$py" scripts/plot_memory.py "$tmp/missing.json" --out "$tmp/bad.png"
 expect_error "$py" $s/time_model.py sweep --gpt "$gpt" --out "$tmp/bad"
 expect_error "$py" $s/time_model_measure.py --gpt "$gpt" --out "$tmp/bad" --only no_such_config
