@@ -8,8 +8,9 @@ For each compute budget C (exact training FLOPs, see below) a window of --sizes 
 The window is centred where D/N_total = --tokens-per-param; when the lowest loss of a budget falls at an end
 of its window the window is extended on that side (at most twice). The peak learning rate is swept at two
 sizes (--sweep: a small and a large model, each at a budget near its optimum; each optimum a parabola in
-ln lr through the best run and its neighbours) and carried to every size by the power law in N_total through
-the two optima; two lr_check runs (0.5x and 2x the rule) at the middle budget's centre model test it.
+ln lr through the best run and its neighbours) and carried to every size by Kaplan's eq. D.1, its level
+fitted to both optima (see lr_rule); two lr_check runs (0.5x and 2x the rule) at the middle budget's centre
+model test it.
 Runs go --jobs at a time with --threads each: these models are too small for a second thread to speed one.
 
 Counting (per token, forward; training = 3x forward):
@@ -73,12 +74,6 @@ def flops_per_token(L, d, T):
     return 3 * (2 * n_nonembed(L, d) + 2 * L * T * d + 2 * d * VP)
 
 
-def kaplan_lr(lr_ref, n_ref, n):
-    """Kaplan et al. eq. D.1, normalised to lr_ref at n_ref."""
-    f = lambda x: 0.003239 - 0.0001395 * math.log(x)  # noqa: E731
-    return lr_ref * f(n) / f(n_ref)
-
-
 def parse():
     p = c.base_parser(NAME, __doc__.splitlines()[0])
     p.add_argument("--data", default=None, help="folder with train_*.bin and val_*.bin (default "
@@ -92,7 +87,7 @@ def parse():
     p.add_argument("-B", type=int, default=None, help="micro-batch (default 4, quick 4)")
     p.add_argument("-T", type=int, default=None, help="sequence length = context (default 128, quick 64)")
     p.add_argument("--lr", type=float, default=None, help="peak lr at the first --sweep model: skips the sweeps "
-                   "(other sizes by Kaplan's eq. D.1)")
+                   "(other sizes by the same rule)")
     p.add_argument("--lr-sweep", default=None, help="peak lrs of each sweep, extended by factors of 2 while the best is "
                    "at an end (default 2.5e-3,3.5e-3,5e-3,7e-3,1e-2,1.4e-2; quick 4e-3,1.6e-2)")
     p.add_argument("--sweep", default=None,
@@ -251,14 +246,17 @@ class Runner:
 
 
 def lr_rule(points):
-    """The peak-lr rule through the sweeps' optima [(N_total, lr)]: a power law lr = lr_1 (N / N_1)^-k fitted in
-    log-log (exact through two points); with one point, Kaplan's eq. D.1 normalised to it."""
-    if len({p[0] for p in points}) == 1:
-        n1, lr1 = points[0][0], float(np.exp(np.mean(np.log([p[1] for p in points]))))
-        return (lambda n: kaplan_lr(lr1, n1, n)), None
-    x, y = np.log([p[0] for p in points]), np.log([p[1] for p in points])
-    slope, icpt = np.polyfit(x, y, 1)
-    return (lambda n: float(np.exp(icpt + slope * math.log(n)))), -float(slope)
+    """The peak-lr rule from the sweeps' optima [(L, d, budget, N_total, lr)]: Kaplan's eq. D.1 shape,
+    lr ∝ 0.003239 - 0.0001395 ln N (N non-embedding, as Kaplan counted), its level the least-squares fit in
+    ln lr to every optimum. Why one free level and not a power law through the optima: each sweep's loss is
+    flat within the runs' noise over a wide range of lr, so a free exponent would fit noise (it is reported
+    beside the rule). Returns (lr_of(L, d), that free exponent k of lr ∝ N_total^-k, or None)."""
+    f = lambda L, d: 0.003239 - 0.0001395 * math.log(n_nonembed(L, d))  # noqa: E731
+    level = float(np.exp(np.mean([math.log(p[4] / f(p[0], p[1])) for p in points])))
+    k = None
+    if len({p[3] for p in points}) > 1:
+        k = -float(np.polyfit(np.log([p[3] for p in points]), np.log([p[4] for p in points]), 1)[0])
+    return (lambda L, d: level * f(L, d)), k
 
 
 def sweep_lr(R, specs, a):
@@ -341,10 +339,9 @@ def study(a, gpt, out):
         points = [(L0, d0, b0, n_total(L0, d0, a.T), a.lr)]
     else:
         points = sweep_lr(R, a.sweep, a)
-    rule, k = lr_rule([(p[3], p[4]) for p in points])
+    lr_of, k = lr_rule(points)
     c.progress("peak lr " + ", ".join(f"{p[4]:.4g} at N_total = {p[3]:,} (L={p[0]} C={p[1]})" for p in points)
-               + (f"; other sizes: lr ∝ N_total^-{k:.3f}" if k is not None else "; other sizes by Kaplan's eq. D.1"))
-    lr_of = lambda L, d: rule(n_total(L, d, a.T))  # noqa: E731
+               + "; every size by Kaplan's eq. D.1 fitted to them" + (f" (a free power law: N^{-k:.3f})" if k else ""))
 
     # 2. the IsoFLOP grid
     isoflop_grid(R, a, lr_of)
