@@ -99,9 +99,7 @@ def lr_account(rows, iso, meta):
     return [txt]
 
 
-def results_md(rows, G, A2, A3, A3n, out, a, meta):
-    iso = [r for r in rows if r["phase"] == "isoflop" and r["status"] == "ok"]
-    res = A2.get(PRIMARY)
+def headline(rows, res, A3, a, meta):
     L = ["# Compute-optimal scaling at small scale: IsoFLOP profiles and L(N, D)", ""]
     if meta.get("study_command") and meta["study_command"] != meta.get("command"):
         L.append(f"Runs by `{meta['study_command']}`; fits and plots by `{meta.get('command', '')}`.")
@@ -125,8 +123,11 @@ def results_md(rows, G, A2, A3, A3n, out, a, meta):
               f"A = {A3['A']:.4g}, B = {A3['B']:.4g}; implied a = β/(α+β) = {fmt_ci(A3['a'], ci['a'])} "
               f"(case bootstrap over runs, {A3['n_boot']} resamples). Chinchilla: α = 0.34, β = 0.28, E = 1.69 "
               "nats/token.", ""]
-    # comparison table
-    L += ["## Side by side", ""]
+    return L
+
+
+def side_by_side(iso, G, res, A3):
+    L = ["## Side by side", ""]
     tbl = [("N_opt ∝ C^a", f"{fmt_ci(res['a'], res['a_ci'])}" if res else "n/a", "0.73", "0.50 (0.49 / 0.46)"),
            ("D_opt ∝ C^b", f"{fmt_ci(res['b'], res['b_ci'])}" if res else "n/a", "0.27", "0.50 (0.51 / 0.54)")]
     if A3:
@@ -150,12 +151,11 @@ def results_md(rows, G, A2, A3, A3n, out, a, meta):
     L.append(c.md_table(tbl, [("quantity", lambda r: r[0]), ("this study", lambda r: r[1]),
                               ("Kaplan et al. 2020", lambda r: r[2]), ("Hoffmann et al. 2022", lambda r: r[3])]))
     L.append("")
-    L += account(rows, iso, res, A2, A3, out, meta)
-    notes = Path(out) / "notes.md"  # how the run was made, where that is more than its command (kept by hand)
-    if notes.is_file():
-        L += notes.read_text().rstrip().splitlines() + [""]
-    # conventions
-    L += ["## How the exponents move with the counting", "",
+    return L
+
+
+def conventions(A2, A3n):
+    L = ["## How the exponents move with the counting", "",
           "The same runs, re-read under each convention: the parabola is in ln N of that convention, and C is "
           "that convention's count at the vertex. A budget's runs no longer share one C exactly under the "
           "6ND counts (the exact count is what was held fixed), which is why C is read at the vertex.", ""]
@@ -172,28 +172,33 @@ def results_md(rows, G, A2, A3, A3n, out, a, meta):
     L.append(c.md_table(crow, [("convention", lambda r: r[0]), ("a", lambda r: r[1]), ("b", lambda r: r[2]),
                                ("N_opt per budget / fit", lambda r: r[3])]))
     L.append("")
-    for img, cap in (("isoflop.png", "IsoFLOP profiles"), ("nopt_vs_c.png", "N_opt and D_opt against C"),
-                     ("frontier.png", "loss frontier"), ("lnd_fit.png", "L(N, D) fit")):
-        L += [f"![{cap}]({img})", ""]
-    if res:
-        L += ["## The IsoFLOP vertices", "",
-              c.md_table(res["pts"], [("budget (FLOPs)", lambda p: f"{p['budget']:.3g}"),
-                                      ("C at vertex", lambda p: f"{p['C']:.3g}"),
-                                      ("N_opt", lambda p: f"{p['N']:,.0f}"), ("D_opt", lambda p: f"{p['D']:,.0f}"),
-                                      ("D/N", lambda p: f"{p['D'] / p['N']:.1f}"), ("loss at vertex", lambda p: f"{p['L']:.4f}"),
-                                      ("curvature (per ln N²)", lambda p: f"{p['coef'][0]:.4f}"),
-                                      ("vertex inside the grid", lambda p: "yes" if p["inside"] else "NO")]), "",
-              "Leave one budget out (slopes of the other vertices): "
-              + "; ".join(f"without {p['budget']:.3g}: a = {slopes([q for q in res['pts'] if q is not p])[0]:.3f}, "
-                          f"b = {slopes([q for q in res['pts'] if q is not p])[1]:.3f}"
-                          for p in res["pts"]) + ("." if len(res["pts"]) > 2 else "") if len(res["pts"]) > 2 else "",
-              "",
-              f"Scatter of the runs about their parabolas: rms {res['resid_rms']:.4f} nats/byte. Bootstrap "
-              f"resamples in which some parabola opened downward (dropped): {res['failed']}."
-              + (f" Budgets left out because their parabola has no minimum: "
-                 f"{', '.join(f'{b:.3g}' for b in res['dropped'])}." if res["dropped"] else ""), ""]
-    # learning rate
-    L += ["## Learning rate", ""]
+    return L
+
+
+def vertices(res):
+    if not res:
+        return []
+    L = ["## The IsoFLOP vertices", "",
+          c.md_table(res["pts"], [("budget (FLOPs)", lambda p: f"{p['budget']:.3g}"),
+                                  ("C at vertex", lambda p: f"{p['C']:.3g}"),
+                                  ("N_opt", lambda p: f"{p['N']:,.0f}"), ("D_opt", lambda p: f"{p['D']:,.0f}"),
+                                  ("D/N", lambda p: f"{p['D'] / p['N']:.1f}"), ("loss at vertex", lambda p: f"{p['L']:.4f}"),
+                                  ("curvature (per ln N²)", lambda p: f"{p['coef'][0]:.4f}"),
+                                  ("vertex inside the grid", lambda p: "yes" if p["inside"] else "NO")]), "",
+          "Leave one budget out (slopes of the other vertices): "
+          + "; ".join(f"without {p['budget']:.3g}: a = {slopes([q for q in res['pts'] if q is not p])[0]:.3f}, "
+                      f"b = {slopes([q for q in res['pts'] if q is not p])[1]:.3f}"
+                      for p in res["pts"]) + ("." if len(res["pts"]) > 2 else "") if len(res["pts"]) > 2 else "",
+          "",
+          f"Scatter of the runs about their parabolas: rms {res['resid_rms']:.4f} nats/byte. Bootstrap "
+          f"resamples in which some parabola opened downward (dropped): {res['failed']}."
+          + (f" Budgets left out because their parabola has no minimum: "
+             f"{', '.join(f'{b:.3g}' for b in res['dropped'])}." if res["dropped"] else ""), ""]
+    return L
+
+
+def lr_section(rows, meta):
+    L = ["## Learning rate", ""]
     for p in meta.get("lr_points") or []:
         L.append(f"- Sweep at L={p[0]}, C={p[1]} (N = {p[3]:,}) at {p[2]:.3g} FLOPs: best peak lr {p[4]:.4g} (a parabola "
                  "in ln lr through the best run and up to two neighbours on each side).")
@@ -208,7 +213,11 @@ def results_md(rows, G, A2, A3, A3n, out, a, meta):
                                  ("lr", lambda r: r["lr"]), ("val loss", lambda r: c.na(r.get("val_loss"))),
                                  ("status", lambda r: r["status"])]))
         L.append("")
-    L += ["## Every IsoFLOP run", "",
+    return L
+
+
+def runs_table(iso):
+    return ["## Every IsoFLOP run", "",
           c.md_table(iso, [("budget", lambda r: r["budget"]), ("L", lambda r: r["L"]), ("heads", lambda r: r["NH"]),
                            ("C", lambda r: r["C"]), ("N non-emb.", lambda r: f"{int(r['N_nonembed']):,}"),
                            ("N total", lambda r: f"{int(r['N_total']):,}"), ("steps", lambda r: r["steps"]),
@@ -216,6 +225,20 @@ def results_md(rows, G, A2, A3, A3n, out, a, meta):
                            ("exact / 6ND", lambda r: f"{float(r['C_exact']) / float(r['C_6ND_nonembed']):.2f}"),
                            ("lr", lambda r: r["lr"]), ("val loss", lambda r: r["val_loss"]),
                            ("s", lambda r: r["seconds"])]), ""]
+
+
+def results_md(rows, G, A2, A3, A3n, out, a, meta):
+    iso = [r for r in rows if r["phase"] == "isoflop" and r["status"] == "ok"]
+    res = A2.get(PRIMARY)
+    L = headline(rows, res, A3, a, meta) + side_by_side(iso, G, res, A3) + account(rows, iso, res, A2, A3, out, meta)
+    notes = Path(out) / "notes.md"  # how the run was made, where that is more than its command (kept by hand)
+    if notes.is_file():
+        L += notes.read_text().rstrip().splitlines() + [""]
+    L += conventions(A2, A3n)
+    for img, cap in (("isoflop.png", "IsoFLOP profiles"), ("nopt_vs_c.png", "N_opt and D_opt against C"),
+                     ("frontier.png", "loss frontier"), ("lnd_fit.png", "L(N, D) fit")):
+        L += [f"![{cap}]({img})", ""]
+    L += vertices(res) + lr_section(rows, meta) + runs_table(iso)
     (out / "results.md").write_text("\n".join(L) + "\n")
     return L
 
