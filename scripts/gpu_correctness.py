@@ -116,6 +116,8 @@ def parse_args():
         a.rule = "fp32" if a.device == "cpu" else "bf16"
     if a.T > a.seq_len or a.C % a.NH or a.steps < 1:
         ap.error("need T <= seq-len, C divisible by NH and --steps >= 1")
+    if not (os.path.isfile(a.gpt) and os.access(a.gpt, os.X_OK)):
+        ap.error(f"--gpt {a.gpt}: no executable there (build it first: scripts/build.sh)")
     return a
 
 
@@ -236,57 +238,44 @@ def read_metrics(path):
     return rows
 
 
-def main():
-    a = parse_args()
-    os.makedirs(a.workdir, exist_ok=True)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    log = Log(os.path.join(a.workdir, "gpu_correctness.log"))
-    torch.set_num_threads(a.threads)
-    dev = torch.device(a.device)
-    if a.device == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = False  # the reference is true fp32
-        torch.backends.cudnn.allow_tf32 = False
-    res = {"device": a.device, "rule": a.rule, "torch": torch.__version__, "L": a.L, "NH": a.NH, "C": a.C, "V": a.V,
-           "maxT": a.seq_len, "B": a.B, "T": a.T, "steps": a.steps, "lr": a.lr, "warmup": a.warmup,
-           "min_lr_frac": a.min_lr_frac, "u": U_BF16, "z": Z, "M": M_TRAJ, "notes": [], "checks": []}
-    checks = res["checks"]
+class Checks:
+    """The named pass/fail checks and the results JSON; finish() prints the verdict and exits."""
 
-    def check(name, ok, detail):
-        checks.append({"name": name, "ok": bool(ok), "detail": detail})
+    def __init__(self, a, res):
+        self.a, self.res, self.list = a, res, res["checks"]
+
+    def __call__(self, name, ok, detail):
+        self.list.append({"name": name, "ok": bool(ok), "detail": detail})
         print(f"  [{'ok' if ok else 'FAIL'}] {name}: {detail}", flush=True)
 
-    def finish():
+    def finish(self):
+        res, checks = self.res, self.list
         res["ok"] = bool(checks) and all(c["ok"] for c in checks)
-        if a.json:
-            with open(a.json, "w") as f:
+        if self.a.json:
+            with open(self.a.json, "w") as f:
                 json.dump(res, f, indent=1)
         print(f"gpu_correctness: {'PASS' if res['ok'] else 'FAIL'} ({sum(c['ok'] for c in checks)}/{len(checks)} checks)")
         sys.exit(0 if res["ok"] else 1)
 
-    if a.device == "cuda":
-        if not torch.cuda.is_available():
-            check("torch sees the GPU", False, f"torch {torch.__version__} sees no CUDA GPU: nothing to compare with")
-            finish()
-        res["gpu"] = torch.cuda.get_device_name(0)
 
-    # 1. tokens
+def prepare_tokens(a, log, root, check):
+    """Step 1: sets a.pattern to the token shards (tokenizing Tiny Shakespeare unless --tokens); False on failure."""
     if a.tokens:
         a.pattern = a.tokens
-    else:
-        tokdir = os.path.join(a.workdir, f"tokens_{a.tokenizer}")
-        rc, out, secs = log.cmd([a.gpt, "tokenize", "--tokenizer", a.tokenizer, "--input",
-                                 os.path.join(root, "data", "tinyshakespeare", "input.txt"), "--out", tokdir,
-                                 "--val-fraction", "0", "--data-dir", os.path.join(root, "data")], a.timeout, "tokenize")
-        if rc != 0:
-            check("tokens", False, f"gpt tokenize failed (rc {rc}): {tail(out)}")
-            finish()
-        a.pattern = os.path.join(tokdir, "train_*.bin")
-    paths = attention_paths(a, log)
-    res["attention_paths"] = paths
-    print(f"gpu_correctness: L{a.L} NH{a.NH} C{a.C} V{a.V} B{a.B} T{a.T}, {a.steps} steps, lr {a.lr} warmup "
-          f"{a.warmup}; gpt --device {a.device} --attention {'/'.join(paths)}; torch {torch.__version__}", flush=True)
+        return True
+    tokdir = os.path.join(a.workdir, f"tokens_{a.tokenizer}")
+    rc, out, secs = log.cmd([a.gpt, "tokenize", "--tokenizer", a.tokenizer, "--input",
+                             os.path.join(root, "data", "tinyshakespeare", "input.txt"), "--out", tokdir,
+                             "--val-fraction", "0", "--data-dir", os.path.join(root, "data")], a.timeout, "tokenize")
+    if rc != 0:
+        check("tokens", False, f"gpt tokenize failed (rc {rc}): {tail(out)}")
+        return False
+    a.pattern = os.path.join(tokdir, "train_*.bin")
+    return True
 
-    # 2. the initial model, written by gpt
+
+def initial_model(a, log, res):
+    """Step 2: the initial model file, written by gpt (PyTorch's GPT-2 init when that fails, said in the notes)."""
     init_dir = os.path.join(a.workdir, "init")
     model_path = os.path.join(init_dir, "model.bin")
     if os.path.exists(model_path):
@@ -303,41 +292,42 @@ def main():
         res["notes"].append(f"gpt train --steps 0 --out did not write model.bin (rc {rc}: {tail(out)}); "
                             "the initial model was written by PyTorch instead")
     print(f"  initial model: {res['init']}", flush=True)
+    return model_path
 
-    # 3. gpt, every attention path
-    gpt_runs = {}
-    gpt_device = a.device
-    for path in paths:
-        mfile = os.path.join(a.workdir, f"metrics_{path}.jsonl")
-        if os.path.exists(mfile):
-            os.remove(mfile)
-        rc, out, secs = log.cmd([a.gpt, "train", "--init-from", model_path, "--train", a.pattern, "--steps", str(a.steps),
-                                 "-B", str(a.B), "-T", str(a.T), "--lr", repr(a.lr), "--warmup", str(a.warmup),
-                                 "--min-lr-frac", repr(a.min_lr_frac), "--weight-decay", repr(a.weight_decay),
-                                 "--grad-clip", repr(a.grad_clip), "--device", gpt_device, "--attention", path,
-                                 "--metrics", mfile, "--tokenizer", "none", "--seed", str(a.seed)]
-                                + (["--peak-tflops", "1"] if gpt_device == "cpu" else []), a.timeout, path)
-        rows = read_metrics(mfile) if os.path.exists(mfile) else []
-        if rc != 0 or len(rows) != a.steps:
-            check(f"gpt train --attention {path}", False, f"rc {rc}, {len(rows)}/{a.steps} steps: {tail(out)}")
-            continue
-        gpt_runs[path] = rows
-        print(f"  gpt --attention {path}: {a.steps} steps in {secs:.1f} s", flush=True)
-        # the memory plan against the ledger of the same run
-        rc, out, _ = log.cmd([a.gpt, "memplan", "-B", str(a.B), "-T", str(a.T), "--device", gpt_device,
-                              "--attention", path, "--json"] + model_flags(a), 30, "memplan")
-        try:
-            plan = json.loads([l for l in out.splitlines() if l.startswith("{")][-1])["device_peak_bytes"]
-        except (IndexError, KeyError, ValueError):
-            check(f"memplan {path}", False, f"gpt memplan gave no device_peak_bytes (rc {rc}): {tail(out)}")
-            continue
-        peaks = sorted({int(r["max_rank_device_peak_bytes"]) for r in rows})
-        check(f"memplan == ledger ({path})", peaks == [plan],
-              f"memplan device peak {plan} bytes; the ledger's peak per step {peaks} bytes"
-              + ("" if peaks == [plan] else f" (difference {peaks[-1] - plan:+d})"))
-    res["gpt"] = gpt_runs
 
-    # 4. PyTorch
+def run_gpt(a, log, path, model_path, check):
+    """Step 3, one attention path: gpt's per-step metrics (None on failure), and memplan checked against the
+    ledger of the same run."""
+    mfile = os.path.join(a.workdir, f"metrics_{path}.jsonl")
+    if os.path.exists(mfile):
+        os.remove(mfile)
+    rc, out, secs = log.cmd([a.gpt, "train", "--init-from", model_path, "--train", a.pattern, "--steps", str(a.steps),
+                             "-B", str(a.B), "-T", str(a.T), "--lr", repr(a.lr), "--warmup", str(a.warmup),
+                             "--min-lr-frac", repr(a.min_lr_frac), "--weight-decay", repr(a.weight_decay),
+                             "--grad-clip", repr(a.grad_clip), "--device", a.device, "--attention", path,
+                             "--metrics", mfile, "--tokenizer", "none", "--seed", str(a.seed)]
+                            + (["--peak-tflops", "1"] if a.device == "cpu" else []), a.timeout, path)
+    rows = read_metrics(mfile) if os.path.exists(mfile) else []
+    if rc != 0 or len(rows) != a.steps:
+        check(f"gpt train --attention {path}", False, f"rc {rc}, {len(rows)}/{a.steps} steps: {tail(out)}")
+        return None
+    print(f"  gpt --attention {path}: {a.steps} steps in {secs:.1f} s", flush=True)
+    rc, out, _ = log.cmd([a.gpt, "memplan", "-B", str(a.B), "-T", str(a.T), "--device", a.device,
+                          "--attention", path, "--json"] + model_flags(a), 30, "memplan")
+    try:
+        plan = json.loads([l for l in out.splitlines() if l.startswith("{")][-1])["device_peak_bytes"]
+    except (IndexError, KeyError, ValueError):
+        check(f"memplan {path}", False, f"gpt memplan gave no device_peak_bytes (rc {rc}): {tail(out)}")
+        return rows
+    peaks = sorted({int(r["max_rank_device_peak_bytes"]) for r in rows})
+    check(f"memplan == ledger ({path})", peaks == [plan],
+          f"memplan device peak {plan} bytes; the ledger's peak per step {peaks} bytes"
+          + ("" if peaks == [plan] else f" (difference {peaks[-1] - plan:+d})"))
+    return rows
+
+
+def run_torch(a, model_path, dev, res):
+    """Step 4: the fp32 reference and the bf16 runs that measure the trajectory's noise floor."""
     t0 = time.time()
     ref = train_torch(a, model_path, dev, "fp32", "explicit")
     floors = []
@@ -349,8 +339,11 @@ def main():
           f"(bf16 attention: {', '.join(f['attention'] for f in floors) or 'none'})", flush=True)
     res["torch_ref"] = ref
     res["torch_bf16"] = floors
+    return ref, floors
 
-    # 5. the bound, step by step
+
+def tolerances(a, ref, floors):
+    """Step 5: tol_s = 6 sigma_s + 3 F_s (the module's docstring derives it). Returns (R, sigma, T_k, tol)."""
     R = [r["loss"] for r in ref["steps"]]
     sig = [r["sigma"] for r in ref["steps"]]
     Tk = [[r["loss"] for r in f["steps"]] for f in floors]
@@ -359,10 +352,10 @@ def main():
         if s >= 1 and Tk:
             F = max([F] + [abs(t[s] - R[s]) for t in Tk])
         tol.append(Z * sig[s] + (M_TRAJ * F if s >= 1 else 0.0))
-    res["tolerance"] = tol
-    res["sigma_by_site_step1"] = ref["steps"][0]["sigma_by_site"]
+    return R, sig, Tk, tol
 
-    # the table
+
+def print_table(a, ref, floors, gpt_runs, R, sig, Tk, tol):
     names = list(gpt_runs)
     hdr = f"{'step':>4} {'lr':>9} {'torch fp32':>11} " + "".join(f"{'bf16 ' + f['attention']:>14}" for f in floors) + \
         f" {'6 sigma':>9} {'tol':>9} " + "".join(f"{'gpt ' + n:>13} {'diff':>9} " for n in names)
@@ -375,60 +368,109 @@ def main():
             line += f"{g:>13.6f} {g - R[s]:>+9.2e} "
         print(line)
 
-    # 6. the checks
+
+def check_fp32(a, gpt_runs, ref, floors, R, sig, Tk, check, res):
+    """--rule fp32 (the CPU): gpt's losses equal the fp32 reference to FP32_RTOL."""
+    for n, rows in gpt_runs.items():
+        rel = [abs(rows[s]["loss"] - R[s]) / abs(R[s]) for s in range(a.steps)]
+        worst = max(range(a.steps), key=lambda s: rel[s])
+        check(f"fp32 losses ({n})", max(rel) <= FP32_RTOL,
+              f"max |gpt - torch| / torch = {max(rel):.2e} at step {worst + 1} (rule <= {FP32_RTOL:g})")
+        gn = [abs(rows[s]["grad_norm"] - ref["steps"][s]["grad_norm"]) / ref["steps"][s]["grad_norm"]
+              for s in range(a.steps)]
+        res.setdefault("grad_norm_rel_diff", {})[n] = gn
+        print(f"  (info) grad norm, max relative difference {max(gn):.2e}")
+    for k, t in enumerate(Tk):
+        d1 = abs(t[0] - R[0])
+        print(f"  (info) torch bf16 {floors[k]['attention']} step 1: |diff| {d1:.2e} vs 6 sigma_1 {Z * sig[0]:.2e}")
+
+
+def check_bf16(a, gpt_runs, ref, floors, R, sig, Tk, tol, check):
+    """--rule bf16 (the GPU): the derivation's self-check, step 1 and the curve per path, the paths pairwise,
+    and the check's power (the loss must fall by many tolerances, or agreement would say nothing)."""
+    for k, t in enumerate(Tk):
+        d1 = abs(t[0] - R[0])
+        check(f"derived bound holds for torch bf16 {floors[k]['attention']}", d1 <= Z * sig[0],
+              f"step 1 |torch bf16 - fp32| = {d1:.2e} <= 6 sigma_1 = {Z * sig[0]:.2e}"
+              if d1 <= Z * sig[0] else f"step 1 |torch bf16 - fp32| = {d1:.2e} > 6 sigma_1 = {Z * sig[0]:.2e}: "
+              "the derived bound is invalid here, so the comparison of gpt is inconclusive")
+    for n, rows in gpt_runs.items():
+        G = [r["loss"] for r in rows]
+        d1 = abs(G[0] - R[0])
+        check(f"step-1 loss ({n})", d1 <= tol[0], f"|gpt - torch fp32| = {d1:.2e}, bound 6 sigma_1 = {tol[0]:.2e}")
+        ratio = [abs(G[s] - R[s]) / tol[s] for s in range(a.steps)]
+        worst = max(range(a.steps), key=lambda s: ratio[s])
+        check(f"{a.steps}-step loss curve ({n})", all(math.isfinite(g) for g in G) and max(ratio) <= 1.0,
+              f"worst step {worst + 1}: |gpt - torch fp32| = {abs(G[worst] - R[worst]):.2e}, tol {tol[worst]:.2e} "
+              f"({max(ratio):.2f} of it)")
+        g1 = rows[0]["grad_norm"] / ref["steps"][0]["grad_norm"]
+        print(f"  (info) {n}: step-1 grad norm gpt / torch fp32 = {g1:.4f}")
+    names = list(gpt_runs)
+    for i, n in enumerate(names):
+        for m in names[i + 1:]:
+            r = [abs(gpt_runs[n][s]["loss"] - gpt_runs[m][s]["loss"]) / (math.sqrt(2) * tol[s]) for s in range(a.steps)]
+            worst = max(range(a.steps), key=lambda s: r[s])
+            check(f"attention {n} vs {m}", max(r) <= 1.0,
+                  f"worst step {worst + 1}: |diff| = {r[worst] * math.sqrt(2) * tol[worst]:.2e}, "
+                  f"sqrt(2) tol = {math.sqrt(2) * tol[worst]:.2e}")
+    drop = R[0] - R[-1]
+    power = drop / max(tol)
+    check("power of the curve check", power >= POWER_MIN,
+          f"torch fp32 loss falls {drop:.3f} over {a.steps} steps = {power:.0f} x the largest tolerance "
+          f"(needs >= {POWER_MIN:g})")
+
+
+def main():
+    a = parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    log = Log(os.path.join(a.workdir, "gpu_correctness.log"))
+    torch.set_num_threads(a.threads)
+    dev = torch.device(a.device)
+    if a.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False  # the reference is true fp32
+        torch.backends.cudnn.allow_tf32 = False
+    res = {"device": a.device, "rule": a.rule, "torch": torch.__version__, "L": a.L, "NH": a.NH, "C": a.C, "V": a.V,
+           "maxT": a.seq_len, "B": a.B, "T": a.T, "steps": a.steps, "lr": a.lr, "warmup": a.warmup,
+           "min_lr_frac": a.min_lr_frac, "u": U_BF16, "z": Z, "M": M_TRAJ, "notes": [], "checks": []}
+    check = Checks(a, res)
+    if a.device == "cuda":
+        if not torch.cuda.is_available():
+            check("torch sees the GPU", False, f"torch {torch.__version__} sees no CUDA GPU: nothing to compare with")
+            check.finish()
+        res["gpu"] = torch.cuda.get_device_name(0)
+    if not prepare_tokens(a, log, root, check):
+        check.finish()
+    paths = attention_paths(a, log)
+    res["attention_paths"] = paths
+    print(f"gpu_correctness: L{a.L} NH{a.NH} C{a.C} V{a.V} B{a.B} T{a.T}, {a.steps} steps, lr {a.lr} warmup "
+          f"{a.warmup}; gpt --device {a.device} --attention {'/'.join(paths)}; torch {torch.__version__}", flush=True)
+    model_path = initial_model(a, log, res)
+    gpt_runs = {}
+    for path in paths:
+        rows = run_gpt(a, log, path, model_path, check)
+        if rows is not None:
+            gpt_runs[path] = rows
+    res["gpt"] = gpt_runs
+    ref, floors = run_torch(a, model_path, dev, res)
+    R, sig, Tk, tol = tolerances(a, ref, floors)
+    res["tolerance"] = tol
+    res["sigma_by_site_step1"] = ref["steps"][0]["sigma_by_site"]
+    print_table(a, ref, floors, gpt_runs, R, sig, Tk, tol)
     for n, rows in gpt_runs.items():
         bad = [(s + 1, rows[s]["lr"], ref["steps"][s]["lr"]) for s in range(a.steps)
                if abs(rows[s]["lr"] - ref["steps"][s]["lr"]) > 1e-6 * abs(ref["steps"][s]["lr"]) + 1e-30]
         check(f"schedule replica ({n})", not bad,
               "gpt's lr equals torch_gpt2.lr_at at every step" if not bad else f"(step, gpt, ours) differ: {bad[:3]}")
     if a.rule == "fp32":
-        for n, rows in gpt_runs.items():
-            rel = [abs(rows[s]["loss"] - R[s]) / abs(R[s]) for s in range(a.steps)]
-            worst = max(range(a.steps), key=lambda s: rel[s])
-            check(f"fp32 losses ({n})", max(rel) <= FP32_RTOL,
-                  f"max |gpt - torch| / torch = {max(rel):.2e} at step {worst + 1} (rule <= {FP32_RTOL:g})")
-            gn = [abs(rows[s]["grad_norm"] - ref["steps"][s]["grad_norm"]) / ref["steps"][s]["grad_norm"]
-                  for s in range(a.steps)]
-            res.setdefault("grad_norm_rel_diff", {})[n] = gn
-            print(f"  (info) grad norm, max relative difference {max(gn):.2e}")
-        for k, t in enumerate(Tk):
-            d1 = abs(t[0] - R[0])
-            print(f"  (info) torch bf16 {floors[k]['attention']} step 1: |diff| {d1:.2e} vs 6 sigma_1 {Z * sig[0]:.2e}")
+        check_fp32(a, gpt_runs, ref, floors, R, sig, Tk, check, res)
     else:
-        for k, t in enumerate(Tk):
-            d1 = abs(t[0] - R[0])
-            check(f"derived bound holds for torch bf16 {floors[k]['attention']}", d1 <= Z * sig[0],
-                  f"step 1 |torch bf16 - fp32| = {d1:.2e} <= 6 sigma_1 = {Z * sig[0]:.2e}"
-                  if d1 <= Z * sig[0] else f"step 1 |torch bf16 - fp32| = {d1:.2e} > 6 sigma_1 = {Z * sig[0]:.2e}: "
-                  "the derived bound is invalid here, so the comparison of gpt is inconclusive")
-        for n, rows in gpt_runs.items():
-            G = [r["loss"] for r in rows]
-            d1 = abs(G[0] - R[0])
-            check(f"step-1 loss ({n})", d1 <= tol[0], f"|gpt - torch fp32| = {d1:.2e}, bound 6 sigma_1 = {tol[0]:.2e}")
-            ratio = [abs(G[s] - R[s]) / tol[s] for s in range(a.steps)]
-            worst = max(range(a.steps), key=lambda s: ratio[s])
-            check(f"{a.steps}-step loss curve ({n})", all(math.isfinite(g) for g in G) and max(ratio) <= 1.0,
-                  f"worst step {worst + 1}: |gpt - torch fp32| = {abs(G[worst] - R[worst]):.2e}, tol {tol[worst]:.2e} "
-                  f"({max(ratio):.2f} of it)")
-            g1 = rows[0]["grad_norm"] / ref["steps"][0]["grad_norm"]
-            print(f"  (info) {n}: step-1 grad norm gpt / torch fp32 = {g1:.4f}")
-        for i, n in enumerate(names):
-            for m in names[i + 1:]:
-                r = [abs(gpt_runs[n][s]["loss"] - gpt_runs[m][s]["loss"]) / (math.sqrt(2) * tol[s]) for s in range(a.steps)]
-                worst = max(range(a.steps), key=lambda s: r[s])
-                check(f"attention {n} vs {m}", max(r) <= 1.0,
-                      f"worst step {worst + 1}: |diff| = {r[worst] * math.sqrt(2) * tol[worst]:.2e}, "
-                      f"sqrt(2) tol = {math.sqrt(2) * tol[worst]:.2e}")
-        drop = R[0] - R[-1]
-        power = drop / max(tol)
-        check("power of the curve check", power >= POWER_MIN,
-              f"torch fp32 loss falls {drop:.3f} over {a.steps} steps = {power:.0f} x the largest tolerance "
-              f"(needs >= {POWER_MIN:g})")
+        check_bf16(a, gpt_runs, ref, floors, R, sig, Tk, tol, check)
     if not gpt_runs:
         check("gpt runs", False, "no gpt attention path completed")
     top = sorted(res["sigma_by_site_step1"].items(), key=lambda kv: -kv[1])[:4]
     print("  sigma_1 = %.2e; largest sites: %s" % (sig[0], ", ".join(f"{k} {v:.1e}" for k, v in top)))
-    finish()
+    check.finish()
 
 
 if __name__ == "__main__":
