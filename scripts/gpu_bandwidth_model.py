@@ -41,13 +41,14 @@ Usage: scripts/gpu_bandwidth_model.py [--eta-before X] [--eta-after X] [--eta-ge
 """
 import argparse
 import math
+from types import SimpleNamespace
 
 HBM = 4.8e12
 PEAK = 989e12
 
 
-def model(B=16, T=1024, L=12, C=768, NH=12, V=50257, Vp=50304, maxT=1024, eta_before=0.40, eta_after=0.85,
-          eta_gemm=0.75, eta_flash=0.50, eta_wmma=0.25, eta_batched=0.50):
+def dims(B, T, L, C, NH, V, Vp, maxT):
+    """The sizes every row is written in (elements, bytes per element, parameter counts, FLOPs)."""
     N = B * T
     hs = C // NH
     E = N * C          # elements of one (N, C) activation
@@ -61,19 +62,30 @@ def model(B=16, T=1024, L=12, C=768, NH=12, V=50257, Vp=50304, maxT=1024, eta_be
     n_model = psi - maxT * C  # the trainer's flops_per_token counts the parameters without wpe
     model_flops = (6 * n_model + 12 * L * C * T) * N
     psi_gathered = (Vp * C + maxT * C) + 2 * L * blk + 2 * 2 * C  # embed once, blocks and head twice
+    return SimpleNamespace(**{k: v for k, v in locals().items()})
 
-    rows = []  # (group, name, count, before: (bytes, flops, eta_mem, eta_flop) or None, after: same or None)
 
-    def mem(b, eta):
+class Rows:
+    """The kernel rows of one step: (group, name, count, before, after), where before and after are
+    (bytes, flops, eta_mem, eta_flop) or None (the kernel does not exist on that side)."""
+
+    def __init__(self, eta_before, eta_after, eta_gemm):
+        self.rows, self.eb, self.ea, self.eta_gemm = [], eta_before, eta_after, eta_gemm
+
+    def mem(self, b, eta):
         return (b, 0, eta, None)
 
-    def gemm(b, flops, eta=eta_gemm):
-        return (b, flops, eta_after, eta)
+    def gemm(self, b, flops, eta=None):
+        return (b, flops, self.ea, self.eta_gemm if eta is None else eta)
 
-    def add(group, name, count, before, after):
-        rows.append((group, name, count, before, after))
+    def add(self, group, name, count, before, after):
+        self.rows.append((group, name, count, before, after))
 
-    eb, ea = eta_before, eta_after
+
+def forward_rows(r, d):
+    """The forward pass, before and after."""
+    mem, gemm, add, eb, ea = r.mem, r.gemm, r.add, r.eb, r.ea
+    T, L, C, Vp, N, E, bf, f4, Z = d.T, d.L, d.C, d.Vp, d.N, d.E, d.bf, d.f4, d.Z
     # ---------------- forward ----------------
     add("forward", "encoder (wte rows + wpe)", 1, mem(bf * (2 * E + T * C), eb), mem(bf * (2 * E + T * C), ea))
     add("forward", "layernorm ln1", L, mem(bf * 2 * E + 8 * N, eb), mem(bf * 2 * E + 8 * N, ea))
@@ -94,6 +106,12 @@ def model(B=16, T=1024, L=12, C=768, NH=12, V=50257, Vp=50304, maxT=1024, eta_be
     add("forward", "GEMM lm_head (logits)", 1, gemm(bf * (E + Vp * C + Z), 2 * N * C * Vp),
         gemm(bf * (E + Vp * C + Z), 2 * N * C * Vp))
     add("forward", "classifier forward-only pass (+ host wait)", 1, mem(bf * Z + f4 * N, eb), None)
+
+
+def backward_rows(r, d):
+    """The backward pass, before and after."""
+    mem, gemm, add, eb, ea = r.mem, r.gemm, r.add, r.eb, r.ea
+    T, L, C, V, Vp, N, E, bf, f4, Z = d.T, d.L, d.C, d.V, d.Vp, d.N, d.E, d.bf, d.f4, d.Z
     # ---------------- backward ----------------
     add("backward", "classifier loss+dlogits (before: 2 reads + 1 write)", 1, mem(bf * 3 * Z + f4 * N, eb),
         mem(bf * 2 * Z + f4 * N, ea))
@@ -133,6 +151,12 @@ def model(B=16, T=1024, L=12, C=768, NH=12, V=50257, Vp=50304, maxT=1024, eta_be
     rank_s = N * N * 5 / (132 * 128 * 1.98e9)  # integer compares of the rank kernel on 132 SMs
     add("backward", "embedding backward (rank + grouped sums + wpe)", 1, None,
         (bf * E + 8 * min(N, V) * C + bf * E + 8 * T * C + 4 * 3 * N, 0, ea, None, rank_s))
+
+
+def optimizer_rows(r, d):
+    """Per step: gathering the parameters and the optimizer."""
+    mem, gemm, add, eb, ea = r.mem, r.gemm, r.add, r.eb, r.ea
+    bf, f4, psi, psi_gathered = d.bf, d.f4, d.psi, d.psi_gathered
     # ---------------- per step: parameters and optimizer ----------------
     add("optimizer", "gather: fp32 -> bf16 cast of units", 1, mem((f4 + bf) * psi_gathered, eb), mem((f4 + bf) * psi_gathered, ea))
     add("optimizer", "gather: copy into the slot (cudaMemcpy)", 1, mem(2 * bf * psi_gathered, 0.9), mem(2 * bf * psi_gathered, 0.9))
@@ -140,6 +164,11 @@ def model(B=16, T=1024, L=12, C=768, NH=12, V=50257, Vp=50304, maxT=1024, eta_be
     add("optimizer", "sum of squares (grad norm)", 1, mem(f4 * psi, eb), mem(f4 * psi, ea))
     add("optimizer", "AdamW", 1, mem(28 * psi, eb), mem(28 * psi, ea))
 
+
+def attention_rows(d, eb, ea, eta_flash, eta_wmma, eta_batched):
+    """The attention paths: simple (T x T matrices), fused (WMMA) and flash (cuDNN), forward and backward."""
+    mem = Rows(eb, ea, None).mem
+    T, E, bf, f4, BHTT, BHT, G = d.T, d.E, d.bf, d.f4, d.BHTT, d.BHT, d.G
     # attention rows: simple (main default), fused (main), flash (after)
     att_simple_f = [
         ("split q,k,v head-major", mem(bf * 6 * E, eb)),
@@ -162,6 +191,17 @@ def model(B=16, T=1024, L=12, C=768, NH=12, V=50257, Vp=50304, maxT=1024, eta_be
                    ("dk/dv kernel + dq kernel (WMMA)", (bf * (8 * E + 3 * E) + 2 * f4 * BHT, 2.5 * G + G / 2, ea, eta_wmma))]
     att_flash_f = [("flash forward (cuDNN)", (bf * 4 * E + f4 * BHT, G, ea, eta_flash))]
     att_flash_b = [("flash backward (cuDNN, incl. dO.O row sums)", (bf * (5 * E + 3 * E + 2 * E) + 2 * f4 * BHT, 2.5 * G, ea, eta_flash))]
+    return dict(simple=(att_simple_f, att_simple_b), fused=(att_fused_f, att_fused_b), flash=(att_flash_f, att_flash_b))
+
+
+def model(B=16, T=1024, L=12, C=768, NH=12, V=50257, Vp=50304, maxT=1024, eta_before=0.40, eta_after=0.85,
+          eta_gemm=0.75, eta_flash=0.50, eta_wmma=0.25, eta_batched=0.50):
+    d = dims(B, T, L, C, NH, V, Vp, maxT)
+    r = Rows(eta_before, eta_after, eta_gemm)
+    forward_rows(r, d)
+    backward_rows(r, d)
+    optimizer_rows(r, d)
+    att = attention_rows(d, eta_before, eta_after, eta_flash, eta_wmma, eta_batched)
 
     def t_of(e):
         if e is None:
@@ -174,9 +214,7 @@ def model(B=16, T=1024, L=12, C=768, NH=12, V=50257, Vp=50304, maxT=1024, eta_be
             t += e[4]
         return b, t
 
-    return dict(rows=rows, att=dict(simple=(att_simple_f, att_simple_b), fused=(att_fused_f, att_fused_b),
-                                    flash=(att_flash_f, att_flash_b)),
-                t_of=t_of, L=L, model_flops=model_flops, psi=psi, N=N)
+    return dict(rows=r.rows, att=att, t_of=t_of, L=L, model_flops=d.model_flops, psi=d.psi, N=d.N)
 
 
 def fmt_b(b):
