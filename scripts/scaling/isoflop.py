@@ -99,7 +99,8 @@ def parse():
     p.add_argument("--warmup-frac", type=float, default=0.05, help="warmup as a fraction of the steps (0.05)")
     p.add_argument("--min-steps", type=int, default=None, help="sizes with fewer steps are left out (default 60, quick 5)")
     p.add_argument("--val-batches", type=int, default=None, help="validation batches of B x T at the end (default 256, quick 8)")
-    p.add_argument("--seed", type=int, default=1337, help="seed of every run (default 1337)")
+    p.add_argument("--seeds", default=None, help="seeds of every IsoFLOP run, each a separate run and point of "
+                   "its parabola (default 1337,1338; quick 1337); the lr sweeps and checks use the first")
     p.add_argument("--jobs", type=int, default=2, help="runs at once (default 2: one per core; these models are too "
                    "small for two threads to help one run)")
     p.add_argument("--threads", type=int, default=1, help="OpenMP/OpenBLAS threads per run (default 1)")
@@ -113,6 +114,12 @@ def parse():
         raise c.UserError("--budgets: expected at least two positive FLOP counts")
     a.budgets.sort()
     a.sizes = a.sizes or (4 if q else 9)
+    try:
+        a.seeds = [int(x) for x in (a.seeds or ("1337" if q else "1337,1338")).split(",")]
+    except ValueError:
+        raise c.UserError(f"--seeds: expected comma-separated integers, got '{a.seeds}'")
+    if len(set(a.seeds)) != len(a.seeds) or any(x < 0 for x in a.seeds):
+        raise c.UserError("--seeds: expected distinct non-negative integers")
     a.tokens_per_param = a.tokens_per_param or 100.0
     a.B = a.B or 4
     a.T = a.T or (64 if q else 128)
@@ -175,16 +182,17 @@ class Runner:
         if a.resume:
             for r in c.read_csv(out / f"{NAME}.csv"):
                 if r.get("status") == "ok":
-                    self.cache[self.key(r["phase"], int(r["L"]), int(r["C"]), int(r["steps"]), float(r["lr"]))] = r
+                    self.cache[self.key(r["phase"], int(r["L"]), int(r["C"]), int(r["steps"]), float(r["lr"]),
+                                        int(r["seed"]))] = r
         self.tmp = c.scratch(NAME)
         self.log = Path(self.tmp) / "runs.log"
         self.lock = threading.Lock()  # guards rows, the CSV and the log (runs finish on --jobs threads)
 
-    def key(self, phase, L, d, steps, lr):
-        return (phase, L, d, steps, f"{lr:.6g}")
+    def key(self, phase, L, d, steps, lr, seed):
+        return (phase, L, d, steps, f"{lr:.6g}", seed)
 
     def run_many(self, specs):
-        """Runs [(phase, budget, L, d, lr)] on --jobs processes at once, the costliest first (so the batch's
+        """Runs [(phase, budget, L, d, lr[, seed])] on --jobs processes at once, the costliest first (so the batch's
         tail is short); returns the rows in the order of specs."""
         cost = lambda s: s[1] / (flops_per_token(s[2], s[3], self.a.T) * self.a.B * self.a.T) * s[3]  # noqa: E731
         order = sorted(range(len(specs)), key=lambda i: -cost(specs[i]))
@@ -192,8 +200,9 @@ class Runner:
             futs = {i: ex.submit(self.run, *specs[i]) for i in order}
             return [futs[i].result() for i in range(len(specs))]
 
-    def run(self, phase, budget, L, d, lr):
+    def run(self, phase, budget, L, d, lr, seed=None):
         a = self.a
+        seed = a.seeds[0] if seed is None else seed
         fpt = flops_per_token(L, d, a.T)
         per_step = a.B * a.T
         steps = max(1, round(budget / (fpt * per_step)))
@@ -204,8 +213,8 @@ class Runner:
                "epochs": f"{tokens / self.data[2]:.3f}", "flops_per_token": fpt, "C_exact": f"{fpt * tokens:.6g}",
                "C_6ND_nonembed": f"{6 * N * tokens:.6g}", "C_6ND_total": f"{6 * Nt * tokens:.6g}",
                "lr": f"{lr:.6g}", "beta2": a.beta2, "warmup": max(1, round(a.warmup_frac * steps)) if a.warmup_frac > 0 else 0,
-               "min_lr_frac": a.min_lr_frac, "seed": a.seed, "threads": a.threads, "val_batches": a.val_batches}
-        k = self.key(phase, L, d, steps, lr)
+               "min_lr_frac": a.min_lr_frac, "seed": seed, "threads": a.threads, "val_batches": a.val_batches}
+        k = self.key(phase, L, d, steps, lr, seed)
         if k in self.cache:
             old = self.cache[k]
             for f in ("final_train_loss", "val_loss", "seconds", "tokens_per_s", "status"):
@@ -215,12 +224,12 @@ class Runner:
                 self.rows.append(row)
             c.progress(f"[{phase} {budget:.3g}] L={L} C={d}: reused val {row['val_loss']}")
             return row
-        metrics = Path(self.tmp) / f"{phase}_{budget:.3g}_{L}_{d}_{lr:.3g}.jsonl"
+        metrics = Path(self.tmp) / f"{phase}_{budget:.3g}_{L}_{d}_{lr:.3g}_s{seed}.jsonl"
         train, val, _ = self.data
         argv = [self.gpt, "train", "--n-layer", str(L), "--n-head", str(heads(d)), "--d-model", str(d),
                 "--vocab", str(c.BYTE_VOCAB), "--seq-len", str(a.T), "--tokenizer", "byte", "--train", train,
                 "--val", val, "-B", str(a.B), "-T", str(a.T), "--steps", str(steps), "--lr", f"{lr:.6g}", "--beta2", str(a.beta2),
-                "--warmup", str(row["warmup"]), "--min-lr-frac", str(a.min_lr_frac), "--seed", str(a.seed),
+                "--warmup", str(row["warmup"]), "--min-lr-frac", str(a.min_lr_frac), "--seed", str(seed),
                 "--val-every", str(steps), "--val-batches", str(a.val_batches), "--sample-tokens", "0",
                 "--device", "cpu", "--quiet", "--metrics", str(metrics)]
         rc, dt, outp = c.run(argv, c.mpi_env(a.threads), a.timeout)
@@ -291,24 +300,23 @@ def window(budget, a):
 
 
 def isoflop_grid(R, a, lr_of):
-    """Every budget's window in one parallel batch, then up to two rounds that add the neighbour of any
-    budget whose lowest loss sits at an end of its window."""
+    """Every budget's window in one parallel batch (each size once per --seeds), then up to two rounds that add
+    the neighbour of any budget whose lowest mean loss sits at an end of its window."""
     done = {b: {} for b in a.budgets}
-
-    def spec(b, i):
-        L, d = LADDER[i]
-        return ("isoflop", b, L, d, lr_of(L, d))
 
     def run(pairs):
         pairs = [(b, i) for b, i in pairs if steps_at(b, i, a) >= a.min_steps and i not in done[b]]
-        for (b, i), r in zip(pairs, R.run_many([spec(b, i) for b, i in pairs])):
-            done[b][i] = r
+        specs = [("isoflop", b, *LADDER[i], lr_of(*LADDER[i]), sd) for b, i in pairs for sd in a.seeds]
+        rows = R.run_many(specs)
+        for k, (b, i) in enumerate(pairs):
+            done[b][i] = rows[k * len(a.seeds):(k + 1) * len(a.seeds)]
 
     run([(b, i) for b in a.budgets for i in window(b, a)])
     for _ in range(2):
         more = []
         for b in a.budgets:
-            ok = {i: float(r["val_loss"]) for i, r in done[b].items() if r["status"] == "ok"}
+            ok = {i: float(np.mean([float(r["val_loss"]) for r in rs])) for i, rs in done[b].items()
+                  if all(r["status"] == "ok" for r in rs)}
             if len(ok) < 3:
                 continue
             best = min(ok, key=ok.get)

@@ -57,11 +57,12 @@ def account(rows, iso, res, A2, A3, out, meta):
                 "not on ours." if (Path(out) / "pilot_beta2_seeds.csv").is_file() else ""))
     if res:
         depth = [float(max(float(r["val_loss"]) for r in rs) - p["L"]) for p, rs in zip(res["pts"], res["G"].values())]
-        L.append(f"- **Noise.** One seed per run. The runs scatter about their parabolas by {res['resid_rms']:.3f} "
-                 f"nats (rms); the curves are {min(depth):.2f} to {max(depth):.2f} nats deep across a window. The "
-                 "validation set is the same 131k bytes for every run, so its own sampling noise largely cancels "
-                 "between runs; what remains is training noise (the pilot's seeds spread by about 0.02-0.05 "
-                 "nats), which the bootstrap intervals carry.")
+        seeds = sorted({r["seed"] for r in iso}, key=int)
+        L.append(f"- **Noise.** {len(seeds)} seed(s) per size and budget ({', '.join(seeds)}), each its own point "
+                 f"on the parabola. The runs scatter about their parabolas by {res['resid_rms']:.3f} nats (rms); the "
+                 f"curves are {min(depth):.2f} to {max(depth):.2f} nats deep across a window. The validation set is "
+                 "the same 131k bytes for every run, so its own sampling noise largely cancels between runs; what "
+                 "remains is training noise (init and data order), which the bootstrap intervals carry.")
     L.append(f"- **Data.** {ep:.2f} epochs at most (no repetition), 27 MB of mostly Biblical English against "
              "WebText2 (Kaplan) and MassiveText (Chinchilla). E is the fit's floor for this corpus and these "
              "models, in nats per byte; it is not comparable with Chinchilla's 1.69 nats per token.")
@@ -219,7 +220,8 @@ def lr_section(rows, meta):
 def runs_table(iso):
     return ["## Every IsoFLOP run", "",
           c.md_table(iso, [("budget", lambda r: r["budget"]), ("L", lambda r: r["L"]), ("heads", lambda r: r["NH"]),
-                           ("C", lambda r: r["C"]), ("N non-emb.", lambda r: f"{int(r['N_nonembed']):,}"),
+                           ("C", lambda r: r["C"]), ("seed", lambda r: r["seed"]),
+                           ("N non-emb.", lambda r: f"{int(r['N_nonembed']):,}"),
                            ("N total", lambda r: f"{int(r['N_total']):,}"), ("steps", lambda r: r["steps"]),
                            ("tokens", lambda r: f"{int(r['tokens']):,}"), ("epochs", lambda r: r["epochs"]),
                            ("exact / 6ND", lambda r: f"{float(r['C_exact']) / float(r['C_6ND_nonembed']):.2f}"),
