@@ -66,8 +66,8 @@ def account(rows, iso, res, A2, A3, out, meta):
     L.append(f"- **Data.** {ep:.2f} epochs at most (no repetition), 27 MB of mostly Biblical English against "
              "WebText2 (Kaplan) and MassiveText (Chinchilla). E is the fit's floor for this corpus and these "
              "models, in nats per byte; it is not comparable with Chinchilla's 1.69 nats per token.")
-    L.append("- **Shape.** Every model has 2 layers; width alone grows (heads of about 16 channels), since the lr "
-             "rule knows N but not depth.")
+    L.append("- **Shape.** Every model has 2 layers and heads 8 channels wide; width alone grows, since the lr "
+             "rule knows N but not the shape.")
     if (Path(out) / "previous").is_dir():
         L.append("- **The previous run** (`previous/`: β2 = 0.95, one lr sweep carried by Kaplan's rule, 4 budgets "
                  "from 2e11 to 2e12, 7 sizes) gave a = 0.606 [0.531, 0.719] in this counting and 0.783 "
