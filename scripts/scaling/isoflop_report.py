@@ -57,13 +57,15 @@ def account(rows, iso, res, A2, A3, out, meta):
                 "not on ours." if (Path(out) / "pilot_beta2_seeds.csv").is_file() else ""))
     if res:
         depth = [float(max(float(r["val_loss"]) for r in rs) - p["L"]) for p, rs in zip(res["pts"], res["G"].values())]
-        seeds = sorted({r["seed"] for r in iso}, key=int)
-        L.append(f"- **Noise.** {len(seeds)} seed(s) per size and budget ({', '.join(seeds)}), each its own point "
-                 f"on the parabola. The runs scatter about their parabolas by {res['resid_rms']:.3f} nats (rms); the "
+        seeds = sorted({str(r["seed"]) for r in iso}, key=int)
+        L.append(f"- **Noise.** {'One seed' if len(seeds) == 1 else f'{len(seeds)} seeds'} per size and budget "
+                 f"({', '.join(seeds)}), each run its own point on the parabola. The runs scatter about their parabolas by {res['resid_rms']:.3f} nats (rms); the "
                  f"curves are {min(depth):.2f} to {max(depth):.2f} nats deep across a window. The validation set is "
                  "the same 131k bytes for every run, so its own sampling noise largely cancels between runs; what "
                  "remains is training noise (init and data order), which the bootstrap intervals carry.")
-    L.append(f"- **Data.** {ep:.2f} epochs at most (no repetition), 27 MB of mostly Biblical English against "
+    reads = ("no run repeats data" if ep <= 1 else "the smallest models at the largest budgets read the corpus "
+             "more than once, within the ~4 epochs that Muennighoff et al. (2023) found to act like fresh data")
+    L.append(f"- **Data.** {ep:.2f} epochs at most ({reads}), 27 MB of mostly Biblical English against "
              "WebText2 (Kaplan) and MassiveText (Chinchilla). E is the fit's floor for this corpus and these "
              "models, in nats per byte; it is not comparable with Chinchilla's 1.69 nats per token.")
     L.append("- **Shape.** Every model has 2 layers and heads 8 channels wide; width alone grows, since the lr "
@@ -72,7 +74,8 @@ def account(rows, iso, res, A2, A3, out, meta):
         L.append("- **The previous run** (`previous/`: β2 = 0.95, one lr sweep carried by Kaplan's rule, 4 budgets "
                  "from 2e11 to 2e12, 7 sizes) gave a = 0.606 [0.531, 0.719] in this counting and 0.783 "
                  "[0.688, 0.931] with N non-embedding. This run changed the optimizer's β2, the lr rule (two "
-                 "sweeps), the span (5 budgets over 37.5x) and the window (9 sizes), all chosen before it ran.")
+                 "sweeps), the span (5 budgets over 37.5x), the window (9 sizes) and the heads (8 channels each); "
+                 "notes.md, below, says how each came about.")
     L.append("")
     return L
 
@@ -109,7 +112,8 @@ def headline(rows, res, A3, a, meta):
     secs = [float(r["seconds"]) for r in rows if r.get("seconds")]
     if secs:
         L.append(f"Training time: {len(secs)} runs, {sum(secs) / 60:.1f} min in all (the sum of each run's wall "
-                 f"time; {getattr(a, 'jobs', 1)} runs at a time, {getattr(a, 'threads', 1)} OpenMP thread each).")
+                 f"time; the runs go {getattr(a, 'jobs', 1)} at a time, {getattr(a, 'threads', 1)} OpenMP thread "
+                 "each, so the study's own wall time is about that sum divided by the runs at a time).")
     L.append("")
     if res:
         L += [f"**Approach 2 (IsoFLOP parabolas; N every parameter, C exact, as Chinchilla counted): "
