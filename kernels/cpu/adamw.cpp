@@ -17,7 +17,6 @@
 namespace gpt::cpu {
 
 namespace {
-constexpr size_t kParallelMin = 32768;   // below this, thread start-up costs more than the loop
 constexpr size_t kSumChunk = 65536;      // sum_squares partial size (fixed, so the result is thread-count free)
 
 // The update loop; with kOut it also copies each updated parameter to out (the compute-dtype copy, which is

@@ -113,9 +113,10 @@ inline int max_threads() {
 // thread. The body's own loop carries `#pragma omp simd`. Why not `omp parallel for simd ... if (...)`: GCC
 // compiles that construct's serial (if-false) path without vectorising it, and GELU ran 8x slower there.
 // Elementwise bodies give the same result for any split.
+constexpr size_t kParallelMin = 32768;  // elements below which a loop stays on the calling thread
+
 template <class Body>
 inline void parallel_ranges(size_t n, Body body) {
-  constexpr size_t kParallelMin = 32768;
   const int nt = max_threads();
   if (n < kParallelMin || nt == 1) {
     body(size_t{0}, n);

@@ -262,10 +262,7 @@ def lr_rule(points):
     beside the rule). Returns (lr_of(L, d), that free exponent k of lr ∝ N_total^-k, or None)."""
     f = lambda L, d: 0.003239 - 0.0001395 * math.log(n_nonembed(L, d))  # noqa: E731
     level = float(np.exp(np.mean([math.log(p[4] / f(p[0], p[1])) for p in points])))
-    k = None
-    if len({p[3] for p in points}) > 1:
-        k = -float(np.polyfit(np.log([p[3] for p in points]), np.log([p[4] for p in points]), 1)[0])
-    return (lambda L, d: level * f(L, d)), k
+    return (lambda L, d: level * f(L, d)), fit.free_lr_exponent(points)
 
 
 def sweep_lr(R, specs, a):

@@ -61,10 +61,15 @@ def meta_from_rows(rows):
         if r["phase"] == "lr_sweep" and r["status"] == "ok":
             sweeps.setdefault((int(r["L"]), int(r["C"]), float(r["budget"]), int(r["N_total"])), []).append(r)
     points = [(*k, best_lr(v)[0]) for k, v in sorted(sweeps.items())]
-    k = None
-    if len({p[3] for p in points}) > 1:
-        k = -float(np.polyfit(np.log([p[3] for p in points]), np.log([p[4] for p in points]), 1)[0])
-    return {"lr_points": points, "lr_k": k}
+    return {"lr_points": points, "lr_k": free_lr_exponent(points)}
+
+
+def free_lr_exponent(points):
+    """k of a free power law lr ∝ N_total^-k through the sweeps' optima [(L, C, budget, N_total, lr)], or None
+    with fewer than two sizes. Reported beside the lr rule, which does not use it."""
+    if len({p[3] for p in points}) < 2:
+        return None
+    return -float(np.polyfit(np.log([p[3] for p in points]), np.log([p[4] for p in points]), 1)[0])
 
 
 # ---------------------------------------------------------------------------------------------------------
