@@ -17,12 +17,21 @@ text, so consecutive entries overlap; it is rebuilt from its sections (split at 
 the truncated last section of each window dropped, every section kept once). Every source is then
 deduplicated by paragraph (a paragraph longer than 40 characters is kept only the first time it appears).
 
-Output: OUT/docs/NNNNN.txt, each one document of about --chunk-bytes cut at paragraph ends, in a
-deterministic shuffled order of all sources for the training part, followed by a held-out part (one chunk
-in --val-every of every source, so the validation text is a mix of all sources, not the tail of the last
-book); `gpt tokenize` takes the last fraction of its token stream as validation, and OUT/val_fraction.txt
-holds the exact fraction for byte tokens (bytes + one EOT between documents) so the cut falls on the
-first held-out chunk. OUT/sources.csv lists each source's bytes.
+Split: every source is cut at paragraph ends into chunks of about --chunk-bytes; one chunk in --val-every
+of every source is held out, so the validation text is a mix of all sources, not the tail of the last book.
+
+Order: every chunk is then re-cut at paragraph ends into pieces of about --piece-bytes, and the pieces are
+shuffled (training and held-out parts apart). `gpt train` reads its data sequentially, so the order of the
+file is the order of training: with 32 kB documents in order, a run of 1,000 steps of 512 bytes read only
+16 documents, and the last few hundred steps, where the learning rate decays, one or two, from whichever
+source came next; runs that stopped at different points then differed by the style of what they read last,
+not by their size. Pieces of 1 kB make every stretch of a few dozen steps a mix of all sources, and the
+validation batches (the first bytes of the held-out part) a mix of all sources too.
+
+Output: OUT/docs/NNNNN.txt, one piece each, the training pieces then the held-out ones; `gpt tokenize`
+takes the last fraction of its token stream as validation, and OUT/val_fraction.txt holds the exact
+fraction for byte tokens (bytes + one EOT between documents) so the cut falls on the first held-out piece.
+OUT/sources.csv lists each source's bytes.
 """
 import argparse
 import hashlib
@@ -169,9 +178,12 @@ def main():
     ap.add_argument("--out", required=True, help="folder for docs/, val_fraction.txt, sources.csv")
     ap.add_argument("--sources", default=",".join(SOURCES), help=f"comma-separated subset of {','.join(SOURCES)}")
     ap.add_argument("--chunk-bytes", type=int, default=32768, help="document size (default 32768)")
+    ap.add_argument("--piece-bytes", type=int, default=1024, help="size of the shuffled pieces (default 1024)")
     ap.add_argument("--val-every", type=int, default=25, help="one chunk in K of each source is held out (25)")
     ap.add_argument("--seed", type=int, default=1234)
     a = ap.parse_args()
+    if a.chunk_bytes <= 0 or a.piece_bytes <= 0 or a.val_every <= 1:
+        ap.error("--chunk-bytes and --piece-bytes must be positive and --val-every at least 2")
     names = [s.strip() for s in a.sources.split(",") if s.strip()]
     for n in names:
         if n not in SOURCES:
@@ -189,6 +201,8 @@ def main():
         for i, c in enumerate(cs):
             (val if i % a.val_every == a.val_every // 2 else train).append(c)
         print(f"{n}: {nbytes / 1e6:.2f} MB in {len(cs)} chunks", flush=True)
+    train = [p for c in train for p in chunks(c.rstrip("\n").split("\n"), a.piece_bytes)]
+    val = [p for c in val for p in chunks(c.rstrip("\n").split("\n"), a.piece_bytes)]
     random.Random(a.seed).shuffle(train)
     random.Random(a.seed + 1).shuffle(val)
     allc = train + val

@@ -6,8 +6,10 @@ For each compute budget C (exact training FLOPs, see below) a window of --sizes 
 2-layer shapes is trained, each for D = C / (FLOPs per token) tokens, with its own cosine schedule ending at D
 (warmup 5% of the steps, decay to --min-lr-frac of the peak), batch 4 x 128 tokens, AdamW with --beta2 0.99,
 heads of 8 channels, --seeds for every size.
-The window is centred where D/N_total = --tokens-per-param; when the lowest loss of a budget falls at an end
-of its window the window is extended on that side (at most twice). The peak learning rate is swept at two
+The window is centred where D/N_total = --tokens-per-param; sizes that would train on fewer than --min-tokens
+tokens are left out (below about 1.8M bytes these models are still on a loss plateau whose end falls at a
+point set by chance, so such runs scatter by 0.1 to 0.2 nats); when the lowest loss of a budget falls at an
+end of its window the window is extended on that side (at most twice). The peak learning rate is swept at two
 sizes (--sweep: a small and a large model, each at a budget near its optimum; each optimum a parabola in
 ln lr through the best run and its neighbours) and carried to every size by Kaplan's eq. D.1, its level
 fitted to both optima (see lr_rule); two lr_check runs (0.5x and 2x the rule) at the middle budget's centre
@@ -41,7 +43,7 @@ import isoflop_report as report
 
 NAME = "isoflop"
 VP = 384  # padded byte vocabulary (257 -> multiple of 128)
-DEFAULT_BUDGETS = "2e11,5e11,1.25e12,3e12,7.5e12"
+DEFAULT_BUDGETS = "1.25e12,2.7e12,5.8e12,1.25e13"
 QUICK_BUDGETS = "3e9,6e9,1.2e10"
 
 # The size ladder: 2-layer models of growing width, every head 8 channels wide (so a width is a multiple of 8).
@@ -79,7 +81,7 @@ def parse():
                    "data/pd_english_byte; quick: Tiny Shakespeare, tokenized on first use)")
     p.add_argument("--budgets", default=None, help="compute budgets in exact training FLOPs (default "
                    f"{DEFAULT_BUDGETS}; quick {QUICK_BUDGETS})")
-    p.add_argument("--sizes", type=int, default=None, help="models per budget (default 9, quick 4)")
+    p.add_argument("--sizes", type=int, default=None, help="models per budget (default 7, quick 4)")
     p.add_argument("--tokens-per-param", type=float, default=None,
                    help="where each budget's window is centred: D / N_total at the guessed optimum (default 100, "
                         "near what the previous study's vertices found; Chinchilla's 20 is far too few here)")
@@ -90,13 +92,16 @@ def parse():
     p.add_argument("--lr-sweep", default=None, help="peak lrs of each sweep, extended by factors of 2 while the best is "
                    "at an end (default 2.5e-3,3.5e-3,5e-3,7e-3,1e-2,1.4e-2; quick 4e-3,1.6e-2)")
     p.add_argument("--sweep", default=None,
-                   help="the lr sweeps' models and budgets, L:C@FLOPs,... (default 2:16@5e11,2:56@3e12: a small and a "
+                   help="the lr sweeps' models and budgets, L:C@FLOPs,... (default 2:16@5e11,2:56@2.7e12: a small and a "
                         "large model, each at a budget near its optimum; quick: 2:8 and 2:16 at the first and last budgets)")
     p.add_argument("--beta2", type=float, default=0.99, help="AdamW beta2 (default 0.99: at 512-token batches "
                    "0.95 averages the second moment over too few steps; Porian et al. 2024)")
     p.add_argument("--min-lr-frac", type=float, default=0.1, help="cosine floor as a fraction of the peak (0.1)")
     p.add_argument("--warmup-frac", type=float, default=0.05, help="warmup as a fraction of the steps (0.05)")
     p.add_argument("--min-steps", type=int, default=None, help="sizes with fewer steps are left out (default 60, quick 5)")
+    p.add_argument("--min-tokens", type=float, default=None, help="sizes trained on fewer tokens are left out "
+                   "(default 2e6: below about 1.8M bytes these models still sit on a plateau whose end falls at "
+                   "a point set by chance, see notes.md; quick 0)")
     p.add_argument("--val-batches", type=int, default=None, help="validation batches of B x T at the end (default 256, quick 8)")
     p.add_argument("--seeds", default=None, help="seeds of every IsoFLOP run, each a separate run and point of "
                    "its parabola (default 1337; quick 1337); the lr sweeps and checks use the first")
@@ -112,7 +117,7 @@ def parse():
     if len(a.budgets) < 2 or any(b <= 0 for b in a.budgets):
         raise c.UserError("--budgets: expected at least two positive FLOP counts")
     a.budgets.sort()
-    a.sizes = a.sizes or (4 if q else 9)
+    a.sizes = a.sizes or (4 if q else 7)
     try:
         a.seeds = [int(x) for x in (a.seeds or "1337").split(",")]
     except ValueError:
@@ -124,6 +129,9 @@ def parse():
     a.T = a.T or (64 if q else 128)
     a.val_batches = a.val_batches or (8 if q else 256)
     a.min_steps = a.min_steps if a.min_steps is not None else (5 if q else 60)
+    a.min_tokens = a.min_tokens if a.min_tokens is not None else (0 if q else 2e6)
+    if a.min_steps < 1 or a.min_tokens < 0:
+        raise c.UserError("--min-steps must be >= 1 and --min-tokens >= 0")
     a.bootstrap = a.bootstrap or (50 if q else 2000)
     a.lr_sweep = [float(x) for x in (a.lr_sweep or ("4e-3,1.6e-2" if q else "2.5e-3,3.5e-3,5e-3,7e-3,1e-2,1.4e-2")).split(",")]
     if a.sizes < 3:
@@ -149,7 +157,7 @@ def parse():
 def parse_sweep(text, a):
     """--sweep L:C@FLOPs,...: the lr sweeps' models (at most two distinct sizes are needed for the power law)."""
     out = []
-    for item in (text or "2:16@5e11,2:56@3e12").split(","):
+    for item in (text or "2:16@5e11,2:56@2.7e12").split(","):
         try:
             shape, b = item.split("@")
             L, d = (int(x) for x in shape.split(":"))
@@ -165,6 +173,12 @@ def parse_sweep(text, a):
 def steps_at(budget, i, a):
     L, d = LADDER[i]
     return round(budget / (flops_per_token(L, d, a.T) * a.B * a.T))
+
+
+def long_enough(budget, i, a):
+    """Whether ladder size i gets at least --min-steps steps and --min-tokens tokens at this budget."""
+    steps = steps_at(budget, i, a)
+    return steps >= a.min_steps and steps * a.B * a.T >= a.min_tokens
 
 
 def centre_index(budget, a):
@@ -289,9 +303,9 @@ def sweep_lr(R, specs, a):
 
 def window(budget, a):
     """The ladder indices of one budget's first window: --sizes models centred on the guessed optimum, among
-    those that get at least --min-steps steps."""
+    those that get at least --min-steps steps and --min-tokens tokens."""
     ci = centre_index(budget, a)
-    top = max(i for i in range(len(LADDER)) if i == 0 or steps_at(budget, i, a) >= a.min_steps)
+    top = max(i for i in range(len(LADDER)) if i == 0 or long_enough(budget, i, a))
     lo = max(0, min(ci - a.sizes // 2, top + 1 - a.sizes))
     return list(range(lo, min(lo + a.sizes, top + 1)))
 
@@ -302,7 +316,7 @@ def isoflop_grid(R, a, lr_of):
     done = {b: {} for b in a.budgets}
 
     def run(pairs):
-        pairs = [(b, i) for b, i in pairs if steps_at(b, i, a) >= a.min_steps and i not in done[b]]
+        pairs = [(b, i) for b, i in pairs if long_enough(b, i, a) and i not in done[b]]
         specs = [("isoflop", b, *LADDER[i], lr_of(*LADDER[i]), sd) for b, i in pairs for sd in a.seeds]
         rows = R.run_many(specs)
         for k, (b, i) in enumerate(pairs):
@@ -326,6 +340,19 @@ def isoflop_grid(R, a, lr_of):
             break
 
 
+CORPUS_VERSION = "pd_english_byte 2: 1 kB pieces shuffled across sources"  # as prepare_corpus.sh writes it
+
+
+def check_corpus_version(d):
+    """The default corpus must have the layout prepare_corpus.sh makes now: the older one (32 kB documents
+    in order) gives different losses, and a study must not mix the two silently."""
+    f = d / "corpus_version.txt"
+    got = f.read_text().strip() if f.is_file() else "none (an older layout: 32 kB documents in order)"
+    if got != CORPUS_VERSION:
+        raise c.UserError(f"{f}: layout '{got}', expected '{CORPUS_VERSION}': delete {d} and run "
+                          "scripts/scaling/prepare_corpus.sh again")
+
+
 def study(a, gpt, out):
     if a.quick and not a.data:
         tr, va = c.ensure_byte_data(gpt)
@@ -333,6 +360,8 @@ def study(a, gpt, out):
         d = Path(a.data) if a.data else c.REPO / "data" / "pd_english_byte"
         if not (list(d.glob("train_*.bin")) and list(d.glob("val_*.bin"))):
             raise c.UserError(f"{d}: no train_*.bin / val_*.bin (run scripts/scaling/prepare_corpus.sh first)")
+        if not a.data or (d / "sources.csv").is_file():  # prepare_corpus.sh's folder, or a copy of it
+            check_corpus_version(d)
         tr, va = str(d / "train_*.bin"), str(d / "val_*.bin")
     ntrain = sum((Path(f).stat().st_size - 1024) // 2 for f in sorted(Path(tr).parent.glob(Path(tr).name)))
     R = Runner(a, gpt, (tr, va, ntrain), out)

@@ -24,8 +24,9 @@ def account(rows, iso, res, A2, A3, out, meta):
     losses = [float(r["val_loss"]) for r in iso]
     ep = max(float(r["epochs"]) for r in iso)
     L = ["## What differs from Kaplan and Chinchilla, and why", ""]
-    L.append(f"- **Scale.** Budgets of {min(float(r['budget']) for r in iso):.2g} to "
-             f"{max(float(r['budget']) for r in iso):.2g} FLOPs, 6 to 10 orders of magnitude below Chinchilla's "
+    lo, hi = min(float(r["budget"]) for r in iso), max(float(r["budget"]) for r in iso)
+    L.append(f"- **Scale.** Budgets of {lo:.3g} to {hi:.3g} FLOPs, {math.log10(6e18 / hi):.1f} to "
+             f"{math.log10(3e21 / lo):.1f} orders of magnitude below Chinchilla's "
              f"IsoFLOP budgets (6e18 to 3e21), and models of {min(int(r['N_total']) for r in iso):,} to "
              f"{max(int(r['N_total']) for r in iso):,} parameters. The losses, {min(losses):.2f} to "
              f"{max(losses):.2f} nats per byte ({min(losses) / math.log(2):.2f} to {max(losses) / math.log(2):.2f} "
@@ -61,21 +62,19 @@ def account(rows, iso, res, A2, A3, out, meta):
         L.append(f"- **Noise.** {'One seed' if len(seeds) == 1 else f'{len(seeds)} seeds'} per size and budget "
                  f"({', '.join(seeds)}), each run its own point on the parabola. The runs scatter about their parabolas by {res['resid_rms']:.3f} nats (rms); the "
                  f"curves are {min(depth):.2f} to {max(depth):.2f} nats deep across a window. The validation set is "
-                 "the same 131k bytes for every run, so its own sampling noise largely cancels between runs; what "
-                 "remains is training noise (init and data order), which the bootstrap intervals carry.")
+                 "the same 131k bytes (about a hundred 1 kB pieces from all sources) for every run, so its own sampling "
+                 "noise largely cancels between runs; what remains is training noise, which the bootstrap "
+                 "intervals carry: the seed sets the init (every run reads the data in the same order), and "
+                 "rounding differences grow chaotically (one run on two threads instead of one ended 0.03 nats "
+                 "apart).")
     reads = ("no run repeats data" if ep <= 1 else "the smallest models at the largest budgets read the corpus "
              "more than once, within the ~4 epochs that Muennighoff et al. (2023) found to act like fresh data")
-    L.append(f"- **Data.** {ep:.2f} epochs at most ({reads}), 27 MB of mostly Biblical English against "
-             "WebText2 (Kaplan) and MassiveText (Chinchilla). E is the fit's floor for this corpus and these "
-             "models, in nats per byte; it is not comparable with Chinchilla's 1.69 nats per token.")
+    L.append(f"- **Data.** {ep:.2f} epochs at most ({reads}), 27 MB of mostly Biblical English in 1 kB pieces "
+             "shuffled across sources, against WebText2 (Kaplan) and MassiveText (Chinchilla). E is the fit's "
+             "floor for this corpus and these models, in nats per byte; it is not comparable with Chinchilla's "
+             "1.69 nats per token.")
     L.append("- **Shape.** Every model has 2 layers and heads 8 channels wide; width alone grows, since the lr "
              "rule knows N but not the shape.")
-    if (Path(out) / "previous").is_dir():
-        L.append("- **The previous run** (`previous/`: β2 = 0.95, one lr sweep carried by Kaplan's rule, 4 budgets "
-                 "from 2e11 to 2e12, 7 sizes) gave a = 0.606 [0.531, 0.719] in this counting and 0.783 "
-                 "[0.688, 0.931] with N non-embedding. This run changed the optimizer's β2, the lr rule (two "
-                 "sweeps), the span (5 budgets over 37.5x), the window (9 sizes) and the heads (8 channels each); "
-                 "notes.md, below, says how each came about.")
     L.append("")
     return L
 
@@ -149,10 +148,11 @@ def side_by_side(iso, G, res, A3):
     tbl += [("N counted", "all parameters (the others below)", "non-embedding", "all parameters"),
             ("C counted", "exact: 3(2N + 2LTC + 2CV) per token", "6 N D (non-embedding)", "exact (incl. embeddings, attention)"),
             ("schedule", "cosine to 10% ending at each run's D", "fixed length, early-stopped", "cosine to 10% at each run's D"),
-            ("data", "27 MB public-domain English, bytes, < 0.5 epoch", "WebText2 BPE, 2.3e10 tokens", "MassiveText BPE, 1.4e12 tokens"),
+            ("data", f"27 MB public-domain English, bytes, at most {max((float(r['epochs']) for r in iso), default=0):.2f} epochs",
+             "WebText2 BPE, 2.3e10 tokens", "MassiveText BPE, 1.4e12 tokens"),
             ("models", f"{min(int(r['N_total']) for r in iso):,} to {max(int(r['N_total']) for r in iso):,} parameters"
              if iso else "n/a", "768 to 1.5e9", "7e7 to 1.6e10"),
-            ("compute", f"{min(G):.2g} to {max(G):.2g} FLOPs" if G else "n/a", "up to ~1e20 (PF-days)", "6e18 to 3e21 (IsoFLOP)")]
+            ("compute", f"{min(G):.3g} to {max(G):.3g} FLOPs" if G else "n/a", "up to ~1e20 (PF-days)", "6e18 to 3e21 (IsoFLOP)")]
     L.append(c.md_table(tbl, [("quantity", lambda r: r[0]), ("this study", lambda r: r[1]),
                               ("Kaplan et al. 2020", lambda r: r[2]), ("Hoffmann et al. 2022", lambda r: r[3])]))
     L.append("")

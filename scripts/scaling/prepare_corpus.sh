@@ -4,9 +4,11 @@
 # Scofield notes, Bierce's Devil's Dictionary, the Jargon File). Installs the packages when missing
 # (as root, with apt-get), extracts plain text with scripts/scaling/corpus_text.py, and tokenizes it at
 # byte level with `gpt tokenize` into data/pd_english_byte/ (git-ignored): train_*.bin and val_*.bin, the
-# validation split being one 32 kB chunk in 25 of every source (~1.35 MB).
+# validation split being one 32 kB chunk in 25 of every source (~1.1 MB), and both splits in 1 kB pieces
+# shuffled across sources (corpus_text.py says why). DIR/corpus_version.txt names this layout.
 #   usage: scripts/scaling/prepare_corpus.sh [--gpt PATH] [--out DIR]    (default build/gpt, data/pd_english_byte)
-# Does nothing when DIR already holds train and val shards (delete the folder to rebuild).
+# Does nothing when DIR already holds this layout's shards; fails when it holds an older layout's (delete
+# the folder to rebuild).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 gpt="${GPT:-build/gpt}"
@@ -19,7 +21,12 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -x "$gpt" ] || { echo "prepare_corpus.sh: error: --gpt $gpt: no executable there" >&2; exit 2; }
+version="pd_english_byte 2: 1 kB pieces shuffled across sources"
 if ls "$out"/train_*.bin > /dev/null 2>&1 && ls "$out"/val_*.bin > /dev/null 2>&1; then
+  if [ "$(cat "$out/corpus_version.txt" 2>/dev/null)" != "$version" ]; then
+    echo "prepare_corpus.sh: error: $out holds shards of an older layout (32 kB documents in order); delete it to rebuild" >&2
+    exit 1
+  fi
   echo "prepare_corpus.sh: $out already holds the shards (delete it to rebuild)"
   exit 0
 fi
@@ -48,4 +55,5 @@ trap 'rm -rf "$tmp"' EXIT
 "$py" scripts/scaling/corpus_text.py --out "$tmp"
 "$gpt" tokenize --tokenizer byte --input "$tmp/docs" --out "$out" --val-fraction "$(cat "$tmp/val_fraction.txt")"
 cp "$tmp/sources.csv" "$out/sources.csv"
+echo "$version" > "$out/corpus_version.txt"
 echo "prepare_corpus.sh: wrote $out"

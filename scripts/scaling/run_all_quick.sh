@@ -83,6 +83,11 @@ expect_error "$py" $s/isoflop.py --gpt "$gpt" --out "$tmp/bad" --sizes 2
 expect_error "$py" $s/isoflop.py --gpt "$gpt" --out "$tmp/bad" --sweep 2:x@1e9
 expect_error "$py" $s/isoflop.py --gpt "$gpt" --out "$tmp/bad" --beta2 1.5
 expect_error "$py" $s/isoflop.py --gpt "$gpt" --out "$tmp/bad" --jobs 0
+expect_error "$py" $s/isoflop.py --gpt "$gpt" --out "$tmp/bad" --min-tokens -1
+mkdir -p "$tmp/old_corpus"  # shards of the older layout: no corpus_version.txt beside sources.csv
+touch "$tmp/old_corpus/train_000000.bin" "$tmp/old_corpus/val_000000.bin" "$tmp/old_corpus/sources.csv"
+expect_error "$py" $s/isoflop.py --gpt "$gpt" --out "$tmp/bad" --data "$tmp/old_corpus"
+expect_error $s/prepare_corpus.sh --gpt "$gpt" --out "$tmp/old_corpus"
 expect_error "$py" scripts/plot_memory.py "$tmp/missing.json" --out "$tmp/bad.png"
 expect_error "$py" $s/time_model.py sweep --gpt "$gpt" --out "$tmp/bad"
 expect_error "$py" $s/time_model_measure.py --gpt "$gpt" --out "$tmp/bad" --only no_such_config
