@@ -42,6 +42,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+# The layout this script makes with its default flags; OUT/corpus_version.txt records it, and isoflop.py and
+# prepare_corpus.sh refuse a data folder made with another (the older one: 32 kB documents in order).
+CORPUS_VERSION = "pd_english_byte 2: 1 kB pieces shuffled across sources"
+DEFAULTS = {"chunk_bytes": 32768, "piece_bytes": 1024, "val_every": 25, "seed": 1234}
+
 NOTE = re.compile(r"<note\b.*?</note>", re.S)
 TAG = re.compile(r"<[^>]*>")
 PREVERSE = re.compile(r'<div type="x-milestone" subType="x-preverse" sID="[^"]*"/>')
@@ -175,13 +180,19 @@ def chunks(paras, size):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True, help="folder for docs/, val_fraction.txt, sources.csv")
+    ap.add_argument("--out", help="folder for docs/, val_fraction.txt, sources.csv, corpus_version.txt")
+    ap.add_argument("--print-version", action="store_true", help="print the default layout's name and exit")
     ap.add_argument("--sources", default=",".join(SOURCES), help=f"comma-separated subset of {','.join(SOURCES)}")
-    ap.add_argument("--chunk-bytes", type=int, default=32768, help="document size (default 32768)")
-    ap.add_argument("--piece-bytes", type=int, default=1024, help="size of the shuffled pieces (default 1024)")
-    ap.add_argument("--val-every", type=int, default=25, help="one chunk in K of each source is held out (25)")
-    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--chunk-bytes", type=int, default=DEFAULTS["chunk_bytes"], help="chunk size (default 32768)")
+    ap.add_argument("--piece-bytes", type=int, default=DEFAULTS["piece_bytes"], help="size of the shuffled pieces (default 1024)")
+    ap.add_argument("--val-every", type=int, default=DEFAULTS["val_every"], help="one chunk in K of each source is held out (25)")
+    ap.add_argument("--seed", type=int, default=DEFAULTS["seed"])
     a = ap.parse_args()
+    if a.print_version:
+        print(CORPUS_VERSION)
+        return 0
+    if not a.out:
+        ap.error("--out is required")
     if a.chunk_bytes <= 0 or a.piece_bytes <= 0 or a.val_every <= 1:
         ap.error("--chunk-bytes and --piece-bytes must be positive and --val-every at least 2")
     names = [s.strip() for s in a.sources.split(",") if s.strip()]
@@ -216,6 +227,8 @@ def main():
     total = tb + vb + len(allc) - 1
     n_val = vb + len(val)
     (out / "val_fraction.txt").write_text(f"{n_val / total:.12f}\n")
+    custom = {k: getattr(a, k) for k in DEFAULTS if getattr(a, k) != DEFAULTS[k]}
+    (out / "corpus_version.txt").write_text((f"custom layout {custom}" if custom else CORPUS_VERSION) + "\n")
     with open(out / "sources.csv", "w") as f:
         f.write("source,bytes,chunks\n")
         for r in rows:

@@ -40,6 +40,7 @@ import numpy as np
 import common as c
 import isoflop_fit as fit
 import isoflop_report as report
+from corpus_text import CORPUS_VERSION
 
 NAME = "isoflop"
 VP = 384  # padded byte vocabulary (257 -> multiple of 128)
@@ -338,9 +339,6 @@ def isoflop_grid(R, a, lr_of):
         run(more)
         if not more:
             break
-
-
-CORPUS_VERSION = "pd_english_byte 2: 1 kB pieces shuffled across sources"  # as prepare_corpus.sh writes it
 
 
 def check_corpus_version(d):

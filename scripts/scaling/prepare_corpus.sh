@@ -21,17 +21,17 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -x "$gpt" ] || { echo "prepare_corpus.sh: error: --gpt $gpt: no executable there" >&2; exit 2; }
-version="pd_english_byte 2: 1 kB pieces shuffled across sources"
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+version="$("$py" scripts/scaling/corpus_text.py --print-version)"
 if ls "$out"/train_*.bin > /dev/null 2>&1 && ls "$out"/val_*.bin > /dev/null 2>&1; then
   if [ "$(cat "$out/corpus_version.txt" 2>/dev/null)" != "$version" ]; then
-    echo "prepare_corpus.sh: error: $out holds shards of an older layout (32 kB documents in order); delete it to rebuild" >&2
+    echo "prepare_corpus.sh: error: $out holds shards of another layout than '$version' (see its corpus_version.txt); delete it to rebuild" >&2
     exit 1
   fi
   echo "prepare_corpus.sh: $out already holds the shards (delete it to rebuild)"
   exit 0
 fi
-py=/usr/bin/python3
-[ -x "$py" ] || py=python3
 
 pkgs="bible-kjv bible-kjv-text libsword-utils sword-text-web sword-comm-mhcc sword-comm-tdavid sword-comm-scofield dict-devil dict-jargon"
 missing=""
@@ -55,5 +55,5 @@ trap 'rm -rf "$tmp"' EXIT
 "$py" scripts/scaling/corpus_text.py --out "$tmp"
 "$gpt" tokenize --tokenizer byte --input "$tmp/docs" --out "$out" --val-fraction "$(cat "$tmp/val_fraction.txt")"
 cp "$tmp/sources.csv" "$out/sources.csv"
-echo "$version" > "$out/corpus_version.txt"
+cp "$tmp/corpus_version.txt" "$out/corpus_version.txt"
 echo "prepare_corpus.sh: wrote $out"
