@@ -5,7 +5,7 @@ L(N, D) = E + A/N^alpha + B/D^beta (approach 3), on ~27 MB of public-domain Engl
 For each compute budget C (exact training FLOPs, see below) a window of --sizes models from a ladder of
 2-layer shapes is trained, each for D = C / (FLOPs per token) tokens, with its own cosine schedule ending at D
 (warmup 5% of the steps, decay to --min-lr-frac of the peak), batch 4 x 128 tokens, AdamW with --beta2 0.99,
-heads of 8 channels, --seeds for every size.
+heads of 8 channels, weight matrices drawn by `gpt train --init width` (--init), --seeds for every size.
 The window is centred where D/N_total = --tokens-per-param; sizes that would train on fewer than --min-tokens
 tokens are left out (below about 1.8M bytes these models are still on a loss plateau whose end falls at a
 point set by chance, so such runs scatter by 0.1 to 0.2 nats); when the lowest loss of a budget falls at an
@@ -55,7 +55,7 @@ HEAD_SIZE = 8
 LADDER = [(2, w) for w in (8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 96, 112, 128, 144, 160)]
 
 FIELDS = ["phase", "budget", "L", "NH", "C", "N_nonembed", "N_total", "B", "T", "steps", "tokens", "epochs",
-          "flops_per_token", "C_exact", "C_6ND_nonembed", "C_6ND_total", "lr", "beta2", "warmup", "min_lr_frac", "seed", "threads",
+          "flops_per_token", "C_exact", "C_6ND_nonembed", "C_6ND_total", "lr", "beta2", "init", "warmup", "min_lr_frac", "seed", "threads",
           "val_batches", "final_train_loss", "val_loss", "seconds", "tokens_per_s", "status"]
 
 
@@ -97,6 +97,10 @@ def parse():
                         "large model, each at a budget near its optimum; quick: 2:8 and 2:16 at the first and last budgets)")
     p.add_argument("--beta2", type=float, default=0.99, help="AdamW beta2 (default 0.99: at 512-token batches "
                    "0.95 averages the second moment over too few steps; Porian et al. 2024)")
+    p.add_argument("--init", default="width", choices=["width", "gpt2"],
+                   help="gpt train --init (default width: matrices N(0, 0.02 sqrt(768/C)); with GPT-2's fixed 0.02 "
+                        "these widths leave the early plateau at a step set by the seed, and single runs moved by "
+                        "up to 0.11 nats between seeds; see notes.md)")
     p.add_argument("--min-lr-frac", type=float, default=0.1, help="cosine floor as a fraction of the peak (0.1)")
     p.add_argument("--warmup-frac", type=float, default=0.05, help="warmup as a fraction of the steps (0.05)")
     p.add_argument("--min-steps", type=int, default=None, help="sizes with fewer steps are left out (default 60, quick 5)")
@@ -198,13 +202,13 @@ class Runner:
             for r in c.read_csv(out / f"{NAME}.csv"):
                 if r.get("status") == "ok":
                     self.cache[self.key(r["phase"], int(r["L"]), int(r["C"]), int(r["steps"]), float(r["lr"]),
-                                        int(r["seed"]))] = r
+                                        int(r["seed"]), r.get("init") or "gpt2")] = r
         self.tmp = c.scratch(NAME)
         self.log = Path(self.tmp) / "runs.log"
         self.lock = threading.Lock()  # guards rows, the CSV and the log (runs finish on --jobs threads)
 
-    def key(self, phase, L, d, steps, lr, seed):
-        return (phase, L, d, steps, f"{lr:.6g}", seed)
+    def key(self, phase, L, d, steps, lr, seed, init):
+        return (phase, L, d, steps, f"{lr:.6g}", seed, init)
 
     def run_many(self, specs):
         """Runs [(phase, budget, L, d, lr[, seed])] on --jobs processes at once, the costliest first (so the batch's
@@ -227,9 +231,9 @@ class Runner:
                "N_total": Nt, "B": a.B, "T": a.T, "steps": steps, "tokens": tokens,
                "epochs": f"{tokens / self.data[2]:.3f}", "flops_per_token": fpt, "C_exact": f"{fpt * tokens:.6g}",
                "C_6ND_nonembed": f"{6 * N * tokens:.6g}", "C_6ND_total": f"{6 * Nt * tokens:.6g}",
-               "lr": f"{lr:.6g}", "beta2": a.beta2, "warmup": max(1, round(a.warmup_frac * steps)) if a.warmup_frac > 0 else 0,
+               "lr": f"{lr:.6g}", "beta2": a.beta2, "init": a.init, "warmup": max(1, round(a.warmup_frac * steps)) if a.warmup_frac > 0 else 0,
                "min_lr_frac": a.min_lr_frac, "seed": seed, "threads": a.threads, "val_batches": a.val_batches}
-        k = self.key(phase, L, d, steps, lr, seed)
+        k = self.key(phase, L, d, steps, lr, seed, a.init)
         if k in self.cache:
             old = self.cache[k]
             for f in ("final_train_loss", "val_loss", "seconds", "tokens_per_s", "status"):
@@ -243,7 +247,7 @@ class Runner:
         train, val, _ = self.data
         argv = [self.gpt, "train", "--n-layer", str(L), "--n-head", str(heads(d)), "--d-model", str(d),
                 "--vocab", str(c.BYTE_VOCAB), "--seq-len", str(a.T), "--tokenizer", "byte", "--train", train,
-                "--val", val, "-B", str(a.B), "-T", str(a.T), "--steps", str(steps), "--lr", f"{lr:.6g}", "--beta2", str(a.beta2),
+                "--val", val, "-B", str(a.B), "-T", str(a.T), "--steps", str(steps), "--lr", f"{lr:.6g}", "--beta2", str(a.beta2), "--init", a.init,
                 "--warmup", str(row["warmup"]), "--min-lr-frac", str(a.min_lr_frac), "--seed", str(seed),
                 "--val-every", str(steps), "--val-batches", str(a.val_batches), "--sample-tokens", "0",
                 "--device", "cpu", "--quiet", "--metrics", str(metrics)]

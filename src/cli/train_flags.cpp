@@ -27,6 +27,8 @@ const char* kTrainFlagsHelp =
     "  --steps N (100)  --lr F (6e-4)  --warmup N (0)  --min-lr-frac F (0.1)\n"
     "  --weight-decay F (0.1, matrices only)  --grad-clip F (1.0, 0 = off)  --seed N (1337)\n"
     "  --beta1 F (0.9)  --beta2 F (0.95)   AdamW's moment decays, in [0, 0.9999]\n"
+    "  --init gpt2|width    weight matrices N(0, 0.02) as GPT-2 (default), or N(0, 0.02*sqrt(768/C)): the\n"
+    "                       1/sqrt(fan-in) rule, GPT-2's own std at C = 768; small models train steadier\n"
     "sharding and memory:\n"
     "  --device cpu|cuda|auto        --shard full|grad_op|none|hybrid (full)  --shard-group G\n"
     "  --gather-slots K (2)          --no-sync   (accumulate full grads locally, reduce on the last micro-step)\n"
@@ -80,6 +82,8 @@ static GPTConfig model_from_init_file(Flags& f, const std::string& path, std::st
 TrainOptions parse_train_flags(Flags& f, const std::string& default_config) {
   TrainOptions o;
   const std::string init_from = f.str("--init-from", "");
+  GPT_CHECK(init_from.empty() || !f.has("--init"), "--init: the weights come from --init-from ", init_from,
+            "; drop one of the two");
   o.model = init_from.empty() ? parse_model_flags(f, &o.config_name, default_config)
                               : model_from_init_file(f, init_from, &o.config_name);
   o.tokenizer = f.str("--tokenizer", "auto");
@@ -97,6 +101,7 @@ TrainOptions parse_train_flags(Flags& f, const std::string& default_config) {
   o.optim.beta1 = (float)f.f64("--beta1", 0.9, 0, 0.9999);
   o.optim.beta2 = (float)f.f64("--beta2", 0.95, 0, 0.9999);
   o.seed = (uint64_t)f.i64("--seed", 1337, 0, INT64_MAX);
+  o.init = parse_init_rule(f.str("--init", "gpt2"));
   o.device = f.str("--device", "auto");
   GPT_CHECK(o.device == "auto" || o.device == "cpu" || o.device == "cuda", "--device: expected cpu, cuda or auto, got '",
             o.device, "'");

@@ -255,11 +255,24 @@ double GPT::take_loss_sum() {
   return sum;
 }
 
-void GPT::init_unit(const Layout& layout, int unit, uint64_t seed, float* out) {
+InitRule parse_init_rule(const std::string& s) {
+  GPT_CHECK(s == "gpt2" || s == "width", "--init: expected gpt2 or width, got '", s, "'");
+  return s == "gpt2" ? InitRule::gpt2 : InitRule::width;
+}
+
+const char* init_rule_name(InitRule r) { return r == InitRule::gpt2 ? "gpt2" : "width"; }
+
+double GPT::matrix_init_std(const GPTConfig& c, InitRule rule) {
+  constexpr double kGpt2Std = 0.02, kGpt2Width = 768.0;  // GPT-2 small's std and width
+  return rule == InitRule::gpt2 ? kGpt2Std : kGpt2Std * std::sqrt(kGpt2Width / c.channels);
+}
+
+void GPT::init_unit(const Layout& layout, int unit, uint64_t seed, float* out, InitRule rule) {
   const UnitSpec& u = layout.unit(unit);
   const GPTConfig& c = layout.config();
   Rng rng(seed * 0x9E3779B97F4A7C15ULL + (uint64_t)unit * 0xD1B54A32D192ED03ULL + 1);
-  const double resid_std = 0.02 / std::sqrt(2.0 * c.num_layers);
+  const double embed_std = 0.02, matrix_std = matrix_init_std(c, rule);
+  const double resid_std = matrix_std / std::sqrt(2.0 * c.num_layers);
   for (const TensorSpec& t : u.tensors) {
     float* p = out + t.offset;
     if (t.name == "ln1w" || t.name == "ln2w" || t.name == "lnfw") {
@@ -268,7 +281,8 @@ void GPT::init_unit(const Layout& layout, int unit, uint64_t seed, float* out) {
       for (int64_t i = 0; i < t.numel; i++) p[i] = 0.0f;
     } else {
       const bool resid_proj = t.name == "attprojw" || t.name == "fcprojw";
-      const double std = resid_proj ? resid_std : 0.02;
+      const bool embedding = t.name == "wte" || t.name == "wpe";
+      const double std = embedding ? embed_std : resid_proj ? resid_std : matrix_std;
       int64_t n = t.numel;
       if (t.name == "wte") n = (int64_t)c.vocab_size * c.channels;  // padded rows stay 0
       for (int64_t i = 0; i < n; i++) p[i] = (float)(std * rng.normal());

@@ -3,6 +3,7 @@
 // unsharded or under FSDP. The model owns only activations.
 #pragma once
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "src/backend/backend.h"
@@ -13,6 +14,16 @@
 #include "src/model/recompute.h"
 
 namespace gpt {
+
+// How the weight matrices are drawn at step 0 (--init). Embeddings are N(0, 0.02) under both rules.
+//   gpt2:  every matrix N(0, 0.02), as GPT-2 and llm.c do.
+//   width: N(0, 0.02 * sqrt(768 / C)): std proportional to 1/sqrt(fan-in), equal to GPT-2's at its own width
+//          (C = 768). At C = 48 the gpt2 rule's 0.02 leaves attention near uniform for thousands of steps, and
+//          the step at which a model leaves that plateau, and so its final loss, depends on the seed (the
+//          IsoFLOP study's notes measure it).
+enum class InitRule { gpt2, width };
+InitRule parse_init_rule(const std::string& s);  // "gpt2" | "width"; anything else fails naming --init
+const char* init_rule_name(InitRule r);
 
 class GPT {
  public:
@@ -48,10 +59,13 @@ class GPT {
   // sets up activations for a new shape; a trainer calls it up front so the workspace shows before step 1.
   void reserve_workspace(int B, int T);
 
-  // Deterministic GPT-2 init of one unit's flat fp32 params (host): N(0, 0.02) for matrices and
-  // embeddings, residual projections scaled by 1/sqrt(2L), biases 0, layernorm gains 1. Depends only on
-  // (seed, unit), never on the world size.
-  static void init_unit(const Layout& layout, int unit, uint64_t seed, float* out);
+  // Deterministic GPT-2 init of one unit's flat fp32 params (host): N(0, 0.02) for embeddings, matrices by
+  // the rule (InitRule), residual projections scaled by a further 1/sqrt(2L), biases 0, layernorm gains 1.
+  // Depends only on (seed, unit, rule), never on the world size.
+  static void init_unit(const Layout& layout, int unit, uint64_t seed, float* out,
+                        InitRule rule = InitRule::gpt2);
+  // The std of the non-projection matrices under the rule (0.02 for gpt2).
+  static double matrix_init_std(const GPTConfig& c, InitRule rule);
 
  private:
   struct BlockParams;

@@ -9,7 +9,7 @@ uint64_t config_hash(const TrainOptions& o) {
   const GPTConfig& c = o.model;
   std::string s = str(c.num_layers, ",", c.num_heads, ",", c.channels, ",", c.max_seq_len, ",", c.vocab_size, "|",
                       o.B, ",", o.T, ",", o.total_batch, ",", o.steps, ",", o.lr, ",", o.warmup, ",", o.min_lr_frac,
-                      ",", o.optim.weight_decay, ",", o.optim.grad_clip, ",", o.seed, "|",
+                      ",", o.optim.weight_decay, ",", o.optim.grad_clip, ",", o.seed, ",", init_rule_name(o.init), "|",
                       FsdpOptions::name(o.fsdp.strategy), ",", o.fsdp.shard_group, ",", o.fsdp.gather_slots, ",",
                       o.fsdp.no_sync, ",", FsdpOptions::name(o.fsdp.offload), ",", o.recompute.str(), ",",
                       FsdpOptions::reduce_dtype_name(o.fsdp.reduce_dtype), ",", o.attention, "|",

@@ -145,7 +145,7 @@ void Trainer::init_params() {
       engine_->set_unit_from_host(u, w.units[u].data());
     } else {
       full.assign((size_t)layout.unit(u).numel, 0.0f);
-      GPT::init_unit(layout, u, opt_.seed, full.data());
+      GPT::init_unit(layout, u, opt_.seed, full.data(), opt_.init);
       engine_->set_unit_from_host(u, full.data());
     }
   }

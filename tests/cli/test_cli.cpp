@@ -113,6 +113,8 @@ TEST(Cli, BadFlagsAndConfigs) {
   expect_gpt_error("train --config d2 --lr -1" + train, "--lr");
   expect_gpt_error("train --config d2 --beta2 1" + train, "--beta2");
   expect_gpt_error("train --config d2 --beta1 -0.1" + train, "--beta1");
+  expect_gpt_error("train --config d2 --init xavier" + train, "--init");
+  expect_gpt_error("train --init width --init-from /nonexistent/model.bin" + train, "--init: the weights come from");
   expect_gpt_error("train --config d2 --total-batch 100 -B 2 -T 32" + train, "--total-batch");
   expect_gpt_error("train --config d2 --device tpu" + train, "--device");
   expect_gpt_error("train --config d2 --attention sparse" + train, "--attention");
