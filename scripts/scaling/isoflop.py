@@ -5,7 +5,8 @@ L(N, D) = E + A/N^alpha + B/D^beta (approach 3), on ~27 MB of public-domain Engl
 For each compute budget C (exact training FLOPs, see below) a window of --sizes models from a ladder of
 2-layer shapes is trained, each for D = C / (FLOPs per token) tokens, with its own cosine schedule ending at D
 (warmup 5% of the steps, decay to --min-lr-frac of the peak), batch 4 x 128 tokens, AdamW with --beta2 0.99,
-heads of 8 channels, weight matrices drawn by `gpt train --init width` (--init), --seeds for every size.
+heads of 8 channels, weight matrices drawn by `gpt train --init width` (--init), --seeds for every size (the
+second and later only up to --seeds-below FLOPs, if given).
 The window is centred where D/N_total = --tokens-per-param; sizes that would train on fewer than --min-tokens
 tokens are left out (below about 1.8M bytes these models are still on a loss plateau whose end falls at a
 point set by chance, so such runs scatter by 0.1 to 0.2 nats); when the lowest loss of a budget falls at an
@@ -110,6 +111,9 @@ def parse():
     p.add_argument("--val-batches", type=int, default=None, help="validation batches of B x T at the end (default 256, quick 8)")
     p.add_argument("--seeds", default=None, help="seeds of every IsoFLOP run, each a separate run and point of "
                    "its parabola (default 1337; quick 1337); the lr sweeps and checks use the first")
+    p.add_argument("--seeds-below", type=float, default=None, help="the second and later --seeds run only at "
+                   "budgets up to this many FLOPs (default: at every budget); the shortest runs are the noisiest "
+                   "and the cheapest")
     p.add_argument("--jobs", type=int, default=2, help="runs at once (default 2: one per core; these models are too "
                    "small for two threads to help one run)")
     p.add_argument("--threads", type=int, default=1, help="OpenMP/OpenBLAS threads per run (default 1)")
@@ -123,12 +127,7 @@ def parse():
         raise c.UserError("--budgets: expected at least two positive FLOP counts")
     a.budgets.sort()
     a.sizes = a.sizes or (4 if q else 7)
-    try:
-        a.seeds = [int(x) for x in (a.seeds or "1337").split(",")]
-    except ValueError:
-        raise c.UserError(f"--seeds: expected comma-separated integers, got '{a.seeds}'")
-    if len(set(a.seeds)) != len(a.seeds) or any(x < 0 for x in a.seeds):
-        raise c.UserError("--seeds: expected distinct non-negative integers")
+    parse_seeds(a)
     a.tokens_per_param = a.tokens_per_param or 100.0
     a.B = a.B or 4
     a.T = a.T or (64 if q else 128)
@@ -157,6 +156,27 @@ def parse():
         raise c.UserError("learning rates must be > 0")
     a.sweep = parse_sweep(a.sweep or (f"2:8@{a.budgets[0]:g},2:16@{a.budgets[-1]:g}" if q else None), a)
     return a
+
+
+def parse_seeds(a):
+    try:
+        a.seeds = [int(x) for x in (a.seeds or "1337").split(",")]
+    except ValueError:
+        raise c.UserError(f"--seeds: expected comma-separated integers, got '{a.seeds}'")
+    if len(set(a.seeds)) != len(a.seeds) or any(x < 0 for x in a.seeds):
+        raise c.UserError("--seeds: expected distinct non-negative integers")
+    if a.seeds_below is not None:
+        if len(a.seeds) < 2:
+            raise c.UserError("--seeds-below: needs at least two --seeds (it limits the second and later)")
+        if not any(b <= a.seeds_below * (1 + 1e-9) for b in a.budgets):
+            raise c.UserError(f"--seeds-below: no budget is at or below {a.seeds_below:g} FLOPs")
+
+
+def seeds_at(budget, a):
+    """The seeds a budget's IsoFLOP runs use: every --seeds, or only the first above --seeds-below."""
+    if a.seeds_below is None or budget <= a.seeds_below * (1 + 1e-9):
+        return a.seeds
+    return a.seeds[:1]
 
 
 def parse_sweep(text, a):
@@ -247,7 +267,8 @@ class Runner:
         train, val, _ = self.data
         argv = [self.gpt, "train", "--n-layer", str(L), "--n-head", str(heads(d)), "--d-model", str(d),
                 "--vocab", str(c.BYTE_VOCAB), "--seq-len", str(a.T), "--tokenizer", "byte", "--train", train,
-                "--val", val, "-B", str(a.B), "-T", str(a.T), "--steps", str(steps), "--lr", f"{lr:.6g}", "--beta2", str(a.beta2), "--init", a.init,
+                "--val", val, "-B", str(a.B), "-T", str(a.T), "--steps", str(steps), "--lr", f"{lr:.6g}",
+                "--beta2", str(a.beta2), "--init", a.init,
                 "--warmup", str(row["warmup"]), "--min-lr-frac", str(a.min_lr_frac), "--seed", str(seed),
                 "--val-every", str(steps), "--val-batches", str(a.val_batches), "--sample-tokens", "0",
                 "--device", "cpu", "--quiet", "--metrics", str(metrics)]
@@ -316,16 +337,20 @@ def window(budget, a):
 
 
 def isoflop_grid(R, a, lr_of):
-    """Every budget's window in one parallel batch (each size once per --seeds), then up to two rounds that add
-    the neighbour of any budget whose lowest mean loss sits at an end of its window."""
+    """Every budget's window in one parallel batch (each size once per seed of seeds_at), then up to two rounds
+    that add the neighbour of any budget whose lowest mean loss sits at an end of its window."""
     done = {b: {} for b in a.budgets}
 
     def run(pairs):
         pairs = [(b, i) for b, i in pairs if long_enough(b, i, a) and i not in done[b]]
-        specs = [("isoflop", b, *LADDER[i], lr_of(*LADDER[i]), sd) for b, i in pairs for sd in a.seeds]
+        specs, spans = [], []  # spans: (budget, ladder index, first spec, seeds) of each pair
+        for b, i in pairs:
+            sds = seeds_at(b, a)
+            spans.append((b, i, len(specs), len(sds)))
+            specs += [("isoflop", b, *LADDER[i], lr_of(*LADDER[i]), sd) for sd in sds]
         rows = R.run_many(specs)
-        for k, (b, i) in enumerate(pairs):
-            done[b][i] = rows[k * len(a.seeds):(k + 1) * len(a.seeds)]
+        for b, i, k, n in spans:
+            done[b][i] = rows[k:k + n]
 
     run([(b, i) for b in a.budgets for i in window(b, a)])
     for _ in range(2):

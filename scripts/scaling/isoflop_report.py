@@ -59,9 +59,7 @@ def account(rows, iso, res, A2, A3, out, meta):
     L.append(init_account(iso, out))
     if res:
         depth = [float(max(float(r["val_loss"]) for r in rs) - p["L"]) for p, rs in zip(res["pts"], res["G"].values())]
-        seeds = sorted({str(r["seed"]) for r in iso}, key=int)
-        L.append(f"- **Noise.** {'One seed' if len(seeds) == 1 else f'{len(seeds)} seeds'} per size and budget "
-                 f"({', '.join(seeds)}), each run its own point on the parabola. The runs scatter about their parabolas by {res['resid_rms']:.3f} nats (rms); the "
+        L.append(f"- **Noise.** {seeds_account(iso)}, each run its own point on the parabola. The runs scatter about their parabolas by {res['resid_rms']:.3f} nats (rms); the "
                  f"curves are {min(depth):.2f} to {max(depth):.2f} nats deep across a window. The validation set is "
                  "the same 131k bytes (about a hundred 1 kB pieces from all sources) for every run, so its own sampling "
                  "noise largely cancels between runs; what remains is training noise, which the bootstrap "
@@ -78,6 +76,23 @@ def account(rows, iso, res, A2, A3, out, meta):
              "rule knows N but not the shape.")
     L.append("")
     return L
+
+
+def seeds_account(iso):
+    """'One seed per size and budget (1337)', or which budgets ran which seeds when they differ."""
+    by = {}
+    for r in iso:
+        by.setdefault(float(r["budget"]), set()).add(int(r["seed"]))
+    groups = {}
+    for b, sds in sorted(by.items()):
+        groups.setdefault(tuple(sorted(sds)), []).append(f"{b:.3g}")
+    def one(sds):
+        return f"{'one seed' if len(sds) == 1 else f'{len(sds)} seeds'} per size ({', '.join(map(str, sds))})"
+    if len(groups) == 1:
+        text = one(next(iter(groups))).replace(" per size", " per size and budget")
+    else:
+        text = "; ".join(f"{one(sds)} at {', '.join(bs)}" for sds, bs in groups.items())
+    return text[0].upper() + text[1:]
 
 
 def init_account(iso, out):

@@ -45,6 +45,16 @@ for name in zero_memory comm_volume levers loss_vs_size throughput isoflop; do
   echo "   $(( $(date +%s) - start )) s"
 done
 
+echo "== isoflop --quick --resume --seeds 1337,1338 --seeds-below 6e9: a second seed at the two smaller budgets only"
+start=$(date +%s)
+mkdir -p "$tmp/isoflop_seeds" && cp "$tmp/isoflop/isoflop.csv" "$tmp/isoflop_seeds/"
+"$py" scripts/scaling/isoflop.py --gpt "$gpt" --out "$tmp/isoflop_seeds" --quick --resume --seeds 1337,1338 --seeds-below 6e9 \
+  > "$tmp/isoflop_seeds.log" 2>&1 || { tail -20 "$tmp/isoflop_seeds.log" >&2; echo "FAIL: isoflop --seeds-below" >&2; exit 1; }
+seeded=$(awk -F, 'NR == 1 {for (i = 1; i <= NF; i++) col[$i] = i; next}
+  $col["phase"] == "isoflop" && $col["seed"] == 1338 {print $col["budget"]}' "$tmp/isoflop_seeds/isoflop.csv" | sort -u | tr '\n' ' ')
+[ "$seeded" = "3e+09 6e+09 " ] || { echo "FAIL: seed 1338 ran at budgets '$seeded', expected 3e+09 and 6e+09 only" >&2; exit 1; }
+echo "ok: seed 1338 at budgets $seeded($(( $(date +%s) - start )) s)"
+
 echo "== time_model: measure --quick (calibrate, predict, measure), its plot, a sweep and the published points"
 start=$(date +%s)
 tm="$tmp/time_model"
@@ -84,6 +94,8 @@ expect_error "$py" $s/isoflop.py --gpt "$gpt" --out "$tmp/bad" --sweep 2:x@1e9
 expect_error "$py" $s/isoflop.py --gpt "$gpt" --out "$tmp/bad" --beta2 1.5
 expect_error "$py" $s/isoflop.py --gpt "$gpt" --out "$tmp/bad" --jobs 0
 expect_error "$py" $s/isoflop.py --gpt "$gpt" --out "$tmp/bad" --min-tokens -1
+expect_error "$py" $s/isoflop.py --gpt "$gpt" --out "$tmp/bad" --seeds 1337 --seeds-below 3e12
+expect_error "$py" $s/isoflop.py --gpt "$gpt" --out "$tmp/bad" --seeds 1337,1338 --seeds-below 1e9
 mkdir -p "$tmp/old_corpus"  # shards of the older layout: no corpus_version.txt beside sources.csv
 touch "$tmp/old_corpus/train_000000.bin" "$tmp/old_corpus/val_000000.bin" "$tmp/old_corpus/sources.csv"
 expect_error "$py" $s/isoflop.py --gpt "$gpt" --out "$tmp/bad" --data "$tmp/old_corpus"
