@@ -44,7 +44,7 @@ struct BlasSerial {
 void causal_softmax_row(float* row /*(T)*/, int t, int T) {
   float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
-  for (int j = 0; j <= t; j++) mx = std::max(mx, row[j]);
+  for (int j = 0; j <= t; j++) mx = row[j] > mx ? row[j] : mx;  // vmaxps; std::max here stays scalar (GCC 12)
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (int j = 0; j <= t; j++) {
