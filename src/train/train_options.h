@@ -6,7 +6,7 @@
 
 #include "src/fsdp/options.h"
 #include "src/model/config.h"
-#include "src/model/gpt.h"
+#include "src/model/init_rule.h"
 #include "src/model/recompute.h"
 #include "src/train/optimizer.h"
 
