@@ -42,9 +42,7 @@ struct BlasSerial {
 
 // In place on row t of the scores (entries 0..t valid): softmax over 0..t, zeros in t+1..T-1.
 void causal_softmax_row(float* row /*(T)*/, int t, int T) {
-  float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-  for (int j = 0; j <= t; j++) mx = row[j] > mx ? row[j] : mx;  // vmaxps; std::max here stays scalar (GCC 12)
+  const float mx = row_max(row, t + 1);
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (int j = 0; j <= t; j++) {

@@ -21,13 +21,6 @@ void check_targets(const int* targets, int N, int V) {
               " is outside the vocabulary [0, ", V, ") (bad data shard or wrong vocab size)");
 }
 
-float row_max(const float* l /*(V)*/, int V) {
-  float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-  for (int j = 0; j < V; j++) mx = l[j] > mx ? l[j] : mx;  // vmaxps; std::max here stays scalar (GCC 12)
-  return mx;
-}
-
 }  // namespace
 
 void classifier_forward(float* losses, const float* logits, const int* targets, int N, int V, int Vp) {

@@ -129,6 +129,16 @@ inline void parallel_ranges(size_t n, Body body) {
   }
 }
 
+// max of x[0..n-1] (-inf for n = 0; NaN entries are skipped, as std::max(mx, x) would). Written as a
+// comparison so the simd loop vectorises (vmaxps): GCC 12 keeps std::max under `omp simd` scalar. Softmax and
+// the classifier use it.
+inline float row_max(const float* x /*(n)*/, int n) {
+  float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+  for (int j = 0; j < n; j++) mx = x[j] > mx ? x[j] : mx;
+  return mx;
+}
+
 // exp(x) for float, written so that `#pragma omp simd` loops vectorise it (glibc's expf does not vectorise
 // without -ffast-math). Range reduction x = n*ln2 + r with |r| <= ln2/2 (ln2 split in two so n*ln2 is
 // exact), a degree-6 polynomial for e^r (Cephes' coefficients), and 2^n built in the exponent bits.

@@ -168,7 +168,7 @@ def parse_seeds(a):
     if a.seeds_below is not None:
         if len(a.seeds) < 2:
             raise c.UserError("--seeds-below: needs at least two --seeds (it limits the second and later)")
-        if not any(b <= a.seeds_below * (1 + 1e-9) for b in a.budgets):
+        if not any(len(seeds_at(b, a)) > 1 for b in a.budgets):
             raise c.UserError(f"--seeds-below: no budget is at or below {a.seeds_below:g} FLOPs")
 
 

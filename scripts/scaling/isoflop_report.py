@@ -97,9 +97,11 @@ def seeds_account(iso):
 
 def init_account(iso, out):
     inits = sorted({r.get("init") or "gpt2" for r in iso})
+    if inits == ["gpt2"]:
+        return ("- **Init.** `gpt train --init gpt2`: weight matrices N(0, 0.02) as in GPT-2 (embeddings N(0, 0.02) "
+                "throughout).")
     if inits != ["width"]:
-        return (f"- **Init.** `gpt train --init {', '.join(inits)}`: weight matrices N(0, 0.02) as in GPT-2 "
-                "(embeddings N(0, 0.02) throughout).")
+        return f"- **Init.** Mixed: runs under `gpt train --init` {' and '.join(inits)} (see the CSV's init column)."
     return ("- **Init.** `gpt train --init width`: weight matrices N(0, 0.02·sqrt(768/C)), the 1/sqrt(fan-in) rule "
             "anchored at GPT-2's own 0.02 at C = 768 (0.08 at C = 48); embeddings N(0, 0.02). With GPT-2's fixed 0.02 "
             "these narrow models leave their early plateau at a step set by the seed, and single runs moved by up to "

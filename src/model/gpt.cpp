@@ -255,13 +255,6 @@ double GPT::take_loss_sum() {
   return sum;
 }
 
-InitRule parse_init_rule(const std::string& s) {
-  GPT_CHECK(s == "gpt2" || s == "width", "--init: expected gpt2 or width, got '", s, "'");
-  return s == "gpt2" ? InitRule::gpt2 : InitRule::width;
-}
-
-const char* init_rule_name(InitRule r) { return r == InitRule::gpt2 ? "gpt2" : "width"; }
-
 double GPT::matrix_init_std(const GPTConfig& c, InitRule rule) {
   constexpr double kGpt2Std = 0.02, kGpt2Width = 768.0;  // GPT-2 small's std and width
   return rule == InitRule::gpt2 ? kGpt2Std : kGpt2Std * std::sqrt(kGpt2Width / c.channels);

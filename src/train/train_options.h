@@ -26,7 +26,7 @@ struct TrainOptions {
   int warmup = 0;                  // --warmup: linear warmup steps
   OptimizerConfig optim;           // --weight-decay, --grad-clip, --beta1, --beta2 (eps 1e-8)
   uint64_t seed = 1337;            // --seed: init and sampling
-  InitRule init = InitRule::gpt2;  // --init gpt2|width: the std of the weight matrices (model/gpt.h)
+  InitRule init = InitRule::gpt2;  // --init gpt2|width: the std of the weight matrices (model/init_rule.h)
   std::string device = "auto";     // --device cpu|cuda|auto
   std::string attention = "auto";  // --attention auto|simple|fused|cudnn (kernels/attention_rules.h)
   FsdpOptions fsdp;                // --shard, --shard-group, --gather-slots, --no-sync, --offload
