@@ -140,21 +140,42 @@ void head_gemm(const BlasContext& ctx, cudaStream_t stream, int BH, int M, int N
   gemm(ctx, g, stream);
 }
 
+// What forward and backward share: the head sizes, and q, k, v split out of qkv (B,T,3C) into their
+// (B,NH,T,hs) slots of scratch.
+struct Heads {
+  int hs, BH;      // channels per head, batched heads B*NH
+  long long sh;    // stride between heads of a (T,hs) slot
+  long long st;    // stride between heads of a (T,T) matrix
+  float scale;     // 1/sqrt(hs)
+  Buffers s;
+};
+
+Heads split_qkv(const bf16* qkv, int B, int T, int C, int NH, void* scratch, cudaStream_t stream) {
+  Heads h;
+  h.hs = C / NH;
+  h.BH = B * NH;
+  h.sh = static_cast<long long>(T) * h.hs;
+  h.st = static_cast<long long>(T) * T;
+  h.scale = 1.0f / std::sqrt(static_cast<float>(h.hs));
+  h.s = carve(scratch, B, T, C, NH);
+  split(h.s.q, qkv, 3 * C, B, T, NH, h.hs, stream);
+  split(h.s.k, qkv + C, 3 * C, B, T, NH, h.hs, stream);
+  split(h.s.v, qkv + 2 * C, 3 * C, B, T, NH, h.hs, stream);
+  return h;
+}
+
 }  // namespace
 
 void attention_forward(bf16* out, bf16* state, const bf16* qkv, int B, int T, int C, int NH,
                        const BlasContext& ctx, void* scratch, cudaStream_t stream) {
   GPT_CHECK(NH > 0 && C % NH == 0, "cuda attention: channels ", C, " not divisible by heads ", NH);
   if (B == 0 || T == 0) return;
-  const int hs = C / NH, BH = B * NH;
-  const long long sh = static_cast<long long>(T) * hs, st = static_cast<long long>(T) * T;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  Buffers s = carve(scratch, B, T, C, NH);
-  split(s.q, qkv, 3 * C, B, T, NH, hs, stream);
-  split(s.k, qkv + C, 3 * C, B, T, NH, hs, stream);
-  split(s.v, qkv + 2 * C, 3 * C, B, T, NH, hs, stream);
+  const Heads h = split_qkv(qkv, B, T, C, NH, scratch, stream);
+  const int hs = h.hs, BH = h.BH;
+  const long long sh = h.sh, st = h.st;
+  const Buffers& s = h.s;
   // S = scale * q @ k^T
-  head_gemm(ctx, stream, BH, T, T, hs, s.q, false, hs, sh, s.k, true, hs, sh, s.att, true, T, st, scale);
+  head_gemm(ctx, stream, BH, T, T, hs, s.q, false, hs, sh, s.k, true, hs, sh, s.att, true, T, st, h.scale);
   const size_t rows = static_cast<size_t>(BH) * T;
   causal_softmax_kernel<<<static_cast<unsigned>(ceil_div(rows, kRowsPerBlock)), kRowsPerBlock * kWarp, 0,
                           stream>>>(state, s.att, rows, T);
@@ -169,13 +190,10 @@ void attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf1
                         cudaStream_t stream) {
   GPT_CHECK(NH > 0 && C % NH == 0, "cuda attention: channels ", C, " not divisible by heads ", NH);
   if (B == 0 || T == 0) return;
-  const int hs = C / NH, BH = B * NH;
-  const long long sh = static_cast<long long>(T) * hs, st = static_cast<long long>(T) * T;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  Buffers s = carve(scratch, B, T, C, NH);
-  split(s.q, qkv, 3 * C, B, T, NH, hs, stream);
-  split(s.k, qkv + C, 3 * C, B, T, NH, hs, stream);
-  split(s.v, qkv + 2 * C, 3 * C, B, T, NH, hs, stream);
+  const Heads h = split_qkv(qkv, B, T, C, NH, scratch, stream);
+  const int hs = h.hs, BH = h.BH;
+  const long long sh = h.sh, st = h.st;
+  const Buffers& s = h.s;
   split(s.dy, dout, C, B, T, NH, hs, stream);
   // dP = dy @ v^T (fp32)
   head_gemm(ctx, stream, BH, T, T, hs, s.dy, false, hs, sh, s.v, true, hs, sh, s.att, true, T, st, 1.0f);
@@ -185,8 +203,8 @@ void attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf1
   CUDA_CHECK_LAUNCH();
   // dv = P^T @ dy, dq = scale * dS @ k, dk = scale * dS^T @ q
   head_gemm(ctx, stream, BH, T, hs, T, state, true, T, st, s.dy, false, hs, sh, s.dv, false, hs, sh, 1.0f);
-  head_gemm(ctx, stream, BH, T, hs, T, s.dS, false, T, st, s.k, false, hs, sh, s.dq, false, hs, sh, scale);
-  head_gemm(ctx, stream, BH, T, hs, T, s.dS, true, T, st, s.q, false, hs, sh, s.dk, false, hs, sh, scale);
+  head_gemm(ctx, stream, BH, T, hs, T, s.dS, false, T, st, s.k, false, hs, sh, s.dq, false, hs, sh, h.scale);
+  head_gemm(ctx, stream, BH, T, hs, T, s.dS, true, T, st, s.q, false, hs, sh, s.dk, false, hs, sh, h.scale);
   merge(dqkv, 3 * C, s.dq, B, T, NH, hs, stream);
   merge(dqkv + C, 3 * C, s.dk, B, T, NH, hs, stream);
   merge(dqkv + 2 * C, 3 * C, s.dv, B, T, NH, hs, stream);
