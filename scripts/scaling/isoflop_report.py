@@ -86,12 +86,12 @@ def seeds_account(iso):
     groups = {}
     for b, sds in sorted(by.items()):
         groups.setdefault(tuple(sorted(sds)), []).append(f"{b:.3g}")
-    def one(sds):
-        return f"{'one seed' if len(sds) == 1 else f'{len(sds)} seeds'} per size ({', '.join(map(str, sds))})"
+    def one(sds, per):
+        return f"{'one seed' if len(sds) == 1 else f'{len(sds)} seeds'} per {per} ({', '.join(map(str, sds))})"
     if len(groups) == 1:
-        text = one(next(iter(groups))).replace(" per size", " per size and budget")
+        text = one(next(iter(groups)), "size and budget")
     else:
-        text = "; ".join(f"{one(sds)} at {', '.join(bs)}" for sds, bs in groups.items())
+        text = "; ".join(f"{one(sds, 'size')} at {', '.join(bs)}" for sds, bs in groups.items())
     return text[0].upper() + text[1:]
 
 
