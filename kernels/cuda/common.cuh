@@ -84,6 +84,15 @@ __device__ __forceinline__ void store8(bf16* p, const float (&x)[kVec]) {
   for (int k = 0; k < kVec / 2; k++) h[k] = __floats2bfloat162_rn(x[2 * k], x[2 * k + 1]);
   *reinterpret_cast<uint4*>(p) = u;
 }
+// 8 floats at p (16-byte aligned fp32, two float4 accesses) += x, element by element.
+__device__ __forceinline__ void add8_f32(float* p, const float (&x)[kVec]) {
+  float4* v = reinterpret_cast<float4*>(p);
+  float4 a = v[0], b = v[1];
+  a.x += x[0], a.y += x[1], a.z += x[2], a.w += x[3];
+  b.x += x[4], b.y += x[5], b.z += x[6], b.w += x[7];
+  v[0] = a;
+  v[1] = b;
+}
 // Up to 8 elements p[0..n) one by one (the scalar path and row tails); the others are left as they are.
 __device__ __forceinline__ void load8_partial(float (&x)[kVec], const bf16* p, int n) {
 #pragma unroll

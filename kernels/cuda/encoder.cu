@@ -116,12 +116,7 @@ __global__ void wte_backward_kernel(float* dwte, const bf16* dout, const int* to
 #pragma unroll
         for (int e = 0; e < kVec; e++) acc[e] += d[e];
       }
-      float4* p = reinterpret_cast<float4*>(drow + q * kVec);
-      float4 a = p[0], b = p[1];
-      a.x += acc[0], a.y += acc[1], a.z += acc[2], a.w += acc[3];
-      b.x += acc[4], b.y += acc[5], b.z += acc[6], b.w += acc[7];
-      p[0] = a;
-      p[1] = b;
+      add8_f32(drow + q * kVec, acc);
     }
   } else {
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
@@ -148,12 +143,7 @@ __global__ void wpe_backward_kernel(float* dwpe, const bf16* dout, int B, int T,
 #pragma unroll
         for (int e = 0; e < kVec; e++) acc[e] += d[e];
       }
-      float4* p = reinterpret_cast<float4*>(dwpe + i * kVec);
-      float4 a = p[0], c = p[1];
-      a.x += acc[0], a.y += acc[1], a.z += acc[2], a.w += acc[3];
-      c.x += acc[4], c.y += acc[5], c.z += acc[6], c.w += acc[7];
-      p[0] = a;
-      p[1] = c;
+      add8_f32(dwpe + i * kVec, acc);
     } else {
       float sum = 0.0f;
       for (int b = 0; b < B; b++) sum += to_f32(dout[b * TC + i]);

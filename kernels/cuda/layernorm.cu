@@ -218,6 +218,7 @@ template <bool kAccumulate, bool kVecPath>
 void launch_backward(bf16* dinp, float* dw, float* db, const bf16* dout, const bf16* inp, const bf16* w,
                      const float* mean, const float* rstd, int N, int C, void* scratch, cudaStream_t stream) {
   static int granted = 0;  // per instantiation
+  GPT_CHECK(N > 0 && C > 0, "cuda layernorm_backward: needs N > 0 rows of C > 0 channels, got N=", N, " C=", C);
   const size_t per_warp = static_cast<size_t>(2) * kVec * ceil_div(C, kVec) * sizeof(float);
   const int warps = static_cast<int>(std::min<size_t>(kBwdWarps, smem_optin_limit() / per_warp));
   GPT_CHECK(warps >= 1, "cuda layernorm_backward: C=", C, " needs ", per_warp,

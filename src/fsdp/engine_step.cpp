@@ -13,6 +13,7 @@
 
 #include "src/core/check.h"
 #include "src/fsdp/engine.h"
+#include "src/fsdp/grad_slot_rule.h"
 #include "src/util/trace.h"
 #include "src/util/watchdog.h"
 
@@ -171,17 +172,11 @@ void FsdpEngine::release(int u, Pass pass) {
 
 // The slot unit u is filling, or a free one (completing the oldest reductions until one frees up).
 int FsdpEngine::take_grad_slot(int u) {
-  for (int i = 0; i < (int)gslots_.size(); i++)
-    if (gslots_[i].owner == u && !gslots_[i].reducing) return i;
+  const int open = open_grad_slot(gslots_, u);
+  if (open >= 0) return open;
   const bool root = u == layout_.embed_unit();
   for (;;) {
-    int free_slot = -1;
-    if (root) {
-      if (gslots_[0].owner < 0) free_slot = 0;
-    } else {
-      for (int i = 1; i < (int)gslots_.size() && free_slot < 0; i++)
-        if (gslots_[i].owner < 0) free_slot = i;
-    }
+    const int free_slot = free_grad_slot(gslots_, root);
     if (free_slot >= 0) {
       release_copy_source(gslots_[free_slot]);
       return free_slot;

@@ -9,6 +9,7 @@
 
 #include "src/core/check.h"
 #include "src/fsdp/geometry.h"
+#include "src/fsdp/grad_slot_rule.h"
 #include "src/model/layout.h"
 #include "src/plan/collectives.h"
 #include "src/plan/op_costs.h"
@@ -284,17 +285,11 @@ class Replay {
     g.d2h_reads_slot = false;
   }
   int take_grad_slot(int u) {
-    for (int i = 0; i < (int)gs_.size(); i++)
-      if (gs_[i].owner == u && !gs_[i].reducing) return i;
+    const int open = open_grad_slot(gs_, u);
+    if (open >= 0) return open;
     const bool root = u == layout_.embed_unit();
     for (;;) {
-      int f = -1;
-      if (root) {
-        if (gs_[0].owner < 0) f = 0;
-      } else {
-        for (int i = 1; i < (int)gs_.size() && f < 0; i++)
-          if (gs_[i].owner < 0) f = i;
-      }
+      const int f = free_grad_slot(gs_, root);
       if (f >= 0) {
         release_copy_source(gs_[f]);
         return f;

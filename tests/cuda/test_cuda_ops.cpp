@@ -295,6 +295,16 @@ TEST_F(CudaTwin, LayernormBackward) {
   check_layernorm_backward(*gpu, *cpu, 2100, 100, true, 134);
 }
 
+// Wide rows, where the backward's shared memory (2 x C floats per warp, 8 warps) meets the limits: C = 768 needs
+// exactly the default 48 KiB; C = 1600 (and C = 1601, one element at a time) opts into more; C = 8192 needs
+// 64 KiB a warp, so fewer than 8 warps fit in a block and each takes more rows.
+TEST_F(CudaTwin, LayernormBackwardWideRows) {
+  check_layernorm_backward(*gpu, *cpu, 300, 768, false, 144);
+  check_layernorm_backward(*gpu, *cpu, 300, 1600, true, 154);
+  check_layernorm_backward(*gpu, *cpu, 300, 1601, false, 164);
+  check_layernorm_backward(*gpu, *cpu, 64, 8192, true, 174);
+}
+
 // ---- matmul -----------------------------------------------------------------------------------------------
 struct MatmulShape {
   int N, C, OC;

@@ -167,9 +167,10 @@ struct ClassifierCase {
   }
 };
 
-// Vp % 8 == 0 takes the register-cached vector path; Vp = 1001 the one-element path; V = 60000 a row longer
-// than the register cache (7 x 1024 x 8 = 57344 columns), whose remainder is re-read.
-const int kClassifierShapes[][3] = {{13, 997, 1024}, {13, 997, 1001}, {3, 60000, 60032}};
+// Vp % 8 == 0 takes the register-cached vector path; Vp = 1001 the one-element path; V = 50257, Vp = 50304 is
+// GPT-2's vocabulary, which nearly fills the register cache (6288 of its 7 x 1024 vectors); V = 60000 a row
+// longer than the cache (7 x 1024 x 8 = 57344 columns), whose remainder is re-read.
+const int kClassifierShapes[][3] = {{13, 997, 1024}, {13, 997, 1001}, {5, 50257, 50304}, {3, 60000, 60032}};
 
 TEST_F(CudaTwin, ClassifierForward) {
   uint64_t seed = 205;
