@@ -108,6 +108,8 @@ TEST_F(CudaTwin, EncoderBackwardAccumulatesDeterministically) {
   check_encoder_backward(*gpu, *cpu, 4, 19, 36, 102);   // one element at a time, one tile
   check_encoder_backward(*gpu, *cpu, 8, 50, 40, 112);   // vector path, four tiles
   check_encoder_backward(*gpu, *cpu, 3, 131, 24, 122);  // B*T not a multiple of the tile
+  // d12's step shape: the rank kernel at B*T = 16384 positions, groups of about 3300 rows summed by one block
+  check_encoder_backward(*gpu, *cpu, 16, 1024, 768, 132);
 }
 
 // ---- layernorm ------------------------------------------------------------------------------------------
