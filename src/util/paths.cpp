@@ -14,6 +14,7 @@ std::string default_data_dir() {
     for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path())
       if (fs::exists(dir / "data" / "gpt2" / "encoder.json", ec)) return (dir / "data").string();
   }
+  if (fs::exists(fs::path(GPT_SOURCE_DATA_DIR) / "gpt2" / "encoder.json", ec)) return GPT_SOURCE_DATA_DIR;
   return "data";
 }
 

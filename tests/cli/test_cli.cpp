@@ -182,5 +182,19 @@ TEST(Cli, InitFromTakesTheShapeFromTheFile) {
   EXPECT_NE(bad.out.find("the model flags give L=3"), std::string::npos) << bad.out;
 }
 
+// The bundled GPT-2 tokenizer is found without --data-dir from a binary that lies outside the source tree
+// (a build directory elsewhere, or a copied binary) run in a directory without data/: the build's own
+// source tree is the last place looked.
+TEST(Cli, BundledTokenizerFoundFromOutsideTheTree) {
+  const std::string dir = scratch_dir();
+  ASSERT_EQ(run_command("cp " + gpt_binary() + " " + dir + "/gpt && printf 'Hello world' > " + dir + "/in.txt"), 0);
+  std::string out;
+  const int code = run_command("cd " + dir + " && OMP_NUM_THREADS=1 timeout 120 ./gpt tokenize --input in.txt " +
+                                   "--out shards --tokenizer gpt2 --val-fraction 0",
+                               &out);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_TRUE(std::ifstream(dir + "/shards/train_000000.bin").good()) << out;
+}
+
 }  // namespace
 }  // namespace gpt::test
