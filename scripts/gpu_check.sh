@@ -370,7 +370,7 @@ else
     --steps 20 --warmup 3 --compile "$compile" --compile-timeout 45 --json
   t=$(last_json "$work/torch_peer.out")
   save_result torch_peer "$t"
-  record torch_peer "$(status_of $run_rc)" "$run_rc" "$run_secs" 0 "compile $compile (warm-up: $(cut -c1-120 "$work/results/compile_warm.json" 2>/dev/null || echo none)) ${t:0:200}"
+  record torch_peer "$(status_of $run_rc)" "$run_rc" "$run_secs" 0 "compile $compile (warm-up: $(cut -c1-120 "$work/results/compile_warm.json" 2>/dev/null || echo none)) ${t:0:200}${t:-no JSON: $(tail -n 1 "$work/torch_peer.out")}"
 fi
 
 # ---- 4. racecheck on the attention twin tests -----------------------------------------------------------------
