@@ -1,11 +1,25 @@
 // See device_info.h: the names of the device kinds and the wording of the driver-memory report.
 #include "src/backend/device_info.h"
 
+#include <fstream>
+
 #include "src/core/check.h"
 
 namespace gpt {
 
 const char* device_kind_name(DeviceKind kind) { return kind == DeviceKind::cuda ? "cuda" : "cpu"; }
+
+std::string cpu_model_name() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) {
+      const size_t c = line.find(':');
+      const size_t v = c == std::string::npos ? c : line.find_first_not_of(" \t", c + 1);
+      return v == std::string::npos ? "" : line.substr(v);
+    }
+  return "";
+}
 
 namespace {
 double mib(int64_t b) { return b / 1048576.0; }

@@ -12,6 +12,10 @@ namespace gpt {
 enum class DeviceKind { cpu, cuda };
 const char* device_kind_name(DeviceKind kind);  // "cpu" | "cuda"
 
+// The CPU's model name from /proc/cpuinfo ("model name"), or "" where that file has none; names the machine
+// in hardware files and beside measured peaks, so that a number says where it was measured.
+std::string cpu_model_name();
+
 // The peak FLOP/s of one rank's device in the backend's compute dtype (the denominator of MFU), and where
 // the figure comes from, for the start-up report (src/backend/peak_flops.h has the rules).
 struct PeakFlops {

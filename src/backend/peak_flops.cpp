@@ -47,7 +47,17 @@ PeakFlops measure_cpu_peak_flops() {
     double dt = seconds() - t0;
     if (rep > 0 && dt < best) best = dt;  // first call warms up threads and caches
   }
-  return {2.0 * n * n * n / best, "this CPU's measured fp32 sgemm"};
+  const std::string model = cpu_model_name();
+  return {2.0 * n * n * n / best, str("this CPU's measured fp32 sgemm (", model.empty() ? std::string("CPU") : model, ", ",
+                                      cpu_blas_name(), ", ", openblas_get_num_threads(), " threads)")};
+}
+
+std::string cpu_blas_name() {
+  // openblas_get_config() starts "OpenBLAS 0.3.21 ..." then build options; keep the name and version.
+  std::string config = openblas_get_config();
+  size_t sp = config.find(' ');
+  sp = sp == std::string::npos ? sp : config.find(' ', sp + 1);
+  return str(config.substr(0, sp), ", ", openblas_get_corename(), " kernels");
 }
 
 namespace {

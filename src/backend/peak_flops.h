@@ -13,8 +13,12 @@
 
 namespace gpt {
 
-// Best fp32 sgemm FLOP/s of a 768^3 product over as many runs as fit in about 0.25 s (at least 4).
+// Best fp32 sgemm FLOP/s of a 768^3 product over as many runs as fit in about 0.25 s (at least 4). Its
+// source names the CPU, OpenBLAS's kernels and threads: "this CPU's measured fp32 sgemm (MODEL, BLAS, N threads)".
 PeakFlops measure_cpu_peak_flops();
+// The BLAS the CPU backend runs on and the kernels it picked for this CPU, e.g. "OpenBLAS 0.3.21, SkylakeX
+// kernels" (OpenBLAS chooses them at run time, so a number measured on the CPU needs this beside it).
+std::string cpu_blas_name();
 
 // What the CUDA runtime says about one GPU.
 struct GpuFacts {

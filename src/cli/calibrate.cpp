@@ -19,6 +19,8 @@
 
 #include "kernels/adamw_params.h"
 #include "kernels/cpu/ops.h"
+#include "src/backend/device_info.h"
+#include "src/backend/peak_flops.h"
 #include "src/core/check.h"
 #include "src/dist/comm_ledger.h"
 #include "src/io/atomic_file.h"
@@ -340,17 +342,6 @@ MeasuredNetwork measure_network(Communicator& world, bool quick, std::string* ra
   return m;
 }
 
-std::string first_line_of(const std::string& path, const std::string& key) {
-  std::ifstream f(path);
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind(key, 0) == 0) {
-      const size_t c = line.find(':');
-      if (c != std::string::npos) return line.substr(line.find_first_not_of(" \t", c + 1));
-    }
-  return "";
-}
-
 HardwareSpec new_cpu_file(int cores, const ComputeProfile& prof);
 void merge_measurement(HardwareSpec& h, const ComputeProfile& prof, int N, const MeasuredNetwork& net,
                        const std::string& raw);
@@ -395,7 +386,7 @@ void run_calibration(Communicator& world, const std::string& out, bool quick, bo
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M", std::localtime(&now));
   h.sources.push_back(str("gpt bench --calibrate", quick ? " --quick" : "", " at ", N, " rank(s) x ", threads,
-                          " thread(s), ", date, ", load average before/after: ", load, " / ", loadavg, ", ",
+                          " thread(s), ", cpu_blas_name(), ", ", date, ", load average before/after: ", load, " / ", loadavg, ", ",
                           now_seconds() - t0, " s"));
   const std::string text = hardware_to_json(h);
   parse_hardware(text, out);  // what we write must read back
@@ -408,7 +399,7 @@ namespace {
 // A fresh cpu hardware file for this machine: placeholders for the links until collectives are measured.
 HardwareSpec new_cpu_file(int cores, const ComputeProfile& prof) {
   HardwareSpec h;
-  const std::string model = first_line_of("/proc/cpuinfo", "model name");
+  const std::string model = cpu_model_name();
   h.name = str("this machine: ", model.empty() ? std::string("CPU") : model, ", ", cores, " cores (gpt bench --calibrate)");
   h.kind = "cpu";
   h.dtype = DType::F32;

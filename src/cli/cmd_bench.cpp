@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "kernels/attention_rules.h"
 #include "src/cli/bench_micro.h"
 #include "src/cli/calibrate.h"
 #include "src/cli/commands.h"
@@ -14,6 +15,7 @@
 #include "src/core/rng.h"
 #include "src/dist/collective_check.h"
 #include "src/io/data_loader.h"
+#include "src/io/json_min.h"
 #include "src/runtime/runtime.h"
 #include "src/train/trainer.h"
 #include "src/util/log.h"
@@ -40,6 +42,8 @@ struct BenchResult {
   int64_t peak_device_bytes = 0, peak_host_bytes = 0;  // the ledger's peaks, exact (what memplan predicts)
   int steps = 0;
   double ms_min = 0, ms_max = 0;
+  std::string attention;  // the attention path that ran (--attention auto resolved)
+  PeakFlops peak;         // per rank: MFU's denominator and where it comes from (names the CPU or GPU)
 };
 
 // Runs 1 warm-up step + o.steps timed steps; median step time.
@@ -66,6 +70,8 @@ static BenchResult bench_once(TrainOptions o, Communicator& world) {
   r.peak_host_bytes = t.backend().ledger().peak_total(MemDomain::host);
   r.peak_device_mib = r.peak_device_bytes / 1048576.0;
   r.peak_host_mib = r.peak_host_bytes / 1048576.0;
+  r.attention = attention_path_name(t.backend().attention_path());
+  r.peak = {t.peak_flops(), t.peak_source()};
   return r;
 }
 
@@ -150,16 +156,17 @@ int cmd_bench(int argc, char** argv, Communicator& world) {
     log_rank0(world, "{\"config\": \"", o.config_name, "\", \"params\": ", o.model.num_params(), ", \"B\": ", o.B,
               ", \"T\": ", o.T, ", \"ranks\": ", world.world(), ", \"device\": \"", dev, "\", \"recompute\": \"",
               o.recompute.str(), "\", \"offload\": \"", FsdpOptions::name(o.fsdp.offload), "\", \"shard\": \"",
-              FsdpOptions::name(o.fsdp.strategy), "\", \"ms_per_step\": ", r.ms, ", \"tokens_per_s\": ", r.tokens_per_s,
+              FsdpOptions::name(o.fsdp.strategy), "\", \"attention\": \"", r.attention, "\", \"ms_per_step\": ", r.ms, ", \"tokens_per_s\": ", r.tokens_per_s,
               ", \"mfu\": ", r.mfu, ", \"peak_device_mib\": ", r.peak_device_mib, ", \"peak_host_mib\": ", r.peak_host_mib,
-              ", \"peak_device_bytes\": ", r.peak_device_bytes, ", \"peak_host_bytes\": ", r.peak_host_bytes, "}");
+              ", \"peak_device_bytes\": ", r.peak_device_bytes, ", \"peak_host_bytes\": ", r.peak_host_bytes,
+              ", \"peak_tflops_per_rank\": ", r.peak.flops / 1e12, ", \"peak_source\": ", json_quote(r.peak.source), "}");
   } else {
     log_rank0(world, "bench ", o.config_name, " (", o.model.num_params() / 1e6, "M params) B=", o.B, " T=", o.T,
               " ranks=", world.world(), " device=", dev, " recompute=", o.recompute.str(), " offload=",
-              FsdpOptions::name(o.fsdp.offload));
+              FsdpOptions::name(o.fsdp.offload), " attention=", r.attention);
     log_rank0(world, "ms_per_step ", r.ms, " (min ", r.ms_min, ", max ", r.ms_max, ", ", r.steps, " steps)");
     log_rank0(world, "tokens_per_s ", r.tokens_per_s);
-    log_rank0(world, "mfu ", 100 * r.mfu, "%");
+    log_rank0(world, "mfu ", 100 * r.mfu, "% of ", r.peak.flops / 1e12, " TFLOP/s per rank (", r.peak.source, ")");
     log_rank0(world, "peak_device_mib ", r.peak_device_mib);
   }
   return 0;

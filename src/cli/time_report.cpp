@@ -6,6 +6,7 @@
 
 #include "src/core/check.h"
 #include "src/fsdp/geometry.h"
+#include "src/io/json_min.h"
 #include "src/plan/memplan.h"
 
 namespace gpt {
@@ -18,15 +19,6 @@ std::string fmt(const char* f, double x) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, x);
   return buf;
-}
-
-std::string json_str(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    out += (unsigned char)ch < 0x20 ? ' ' : ch;
-  }
-  return out + "\"";
 }
 
 }  // namespace
@@ -72,13 +64,13 @@ std::string time_json_members(const TimeModelInput& in, const TimePlan& p, const
   std::string units;
   for (size_t u = 0; u < p.units.size(); u++) {
     const UnitTime& ut = p.units[u];
-    units += str(u ? ", " : "", "{\"unit\": ", json_str(ut.name), ", \"forward_ms\": ", ms(ut.forward),
+    units += str(u ? ", " : "", "{\"unit\": ", json_quote(ut.name), ", \"forward_ms\": ", ms(ut.forward),
                  ", \"recompute_ms\": ", ms(ut.recompute), ", \"backward_ms\": ", ms(ut.backward), ", \"gather_ms\": ",
                  ms(ut.gather), ", \"reduce_ms\": ", ms(ut.reduce), "}");
   }
   std::string notes;
-  for (size_t i = 0; i < p.notes.size(); i++) notes += str(i ? ", " : "", json_str(p.notes[i]));
-  return str("\"hardware\": ", json_str(hw.name), ", \"hardware_file\": ", json_str(hw.file), ", \"grad_accum\": ",
+  for (size_t i = 0; i < p.notes.size(); i++) notes += str(i ? ", " : "", json_quote(p.notes[i]));
+  return str("\"hardware\": ", json_quote(hw.name), ", \"hardware_file\": ", json_quote(hw.file), ", \"grad_accum\": ",
              in.grad_accum, ", \"step_ms\": ", ms(p.step_s), ", \"tokens_per_s\": ", p.tokens_per_s, ", \"mfu\": ", p.mfu,
              ", \"peak_flops\": ", p.peak_flops, ", \"compute_ms\": ", ms(p.compute_s), ", \"comm_ms\": ", ms(p.comm_s),
              ", \"exposed_comm_ms\": ", ms(p.exposed_comm_s), ", \"phases_ms\": {\"forward\": ", ms(ph.forward),
@@ -86,7 +78,7 @@ std::string time_json_members(const TimeModelInput& in, const TimePlan& p, const
              ", \"copies\": ", ms(ph.copies), ", \"exposed_comm\": ", ms(ph.exposed_comm), ", \"optimizer\": ",
              ms(ph.optimizer), ", \"host_wait\": ", ms(ph.host_wait), "}, \"hardware_flops_per_step\": ", p.hardware_flops,
              ", \"model_flops_per_token\": ", p.model_flops_per_token, ", \"bytes\": {", bytes, "}, \"calls\": {", calls,
-             "}, \"profile\": ", json_str(p.profile), ", \"network\": ", json_str(p.network), ", \"units\": [", units,
+             "}, \"profile\": ", json_quote(p.profile), ", \"network\": ", json_quote(p.network), ", \"units\": [", units,
              "], \"notes\": [", notes, "]");
 }
 
@@ -166,7 +158,7 @@ std::string sweep_report(const TimeModelInput& base, const HardwareSpec& hw, con
       const char* name = FsdpOptions::name(st);
       if (!skip.empty()) {
         if (json)
-          out += str("{\"world\": ", N, ", \"shard\": \"", name, "\", \"skipped\": ", json_str(skip), "}\n");
+          out += str("{\"world\": ", N, ", \"shard\": \"", name, "\", \"skipped\": ", json_quote(skip), "}\n");
         else
           out += str(fmt("%6.0f", N), " ", name, ": skipped (", skip, ")\n");
         continue;

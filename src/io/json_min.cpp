@@ -4,6 +4,7 @@
 #include "src/io/json_min.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "src/core/check.h"
@@ -308,6 +309,21 @@ bool JsonValue::as_u64(uint64_t* out) const {
   }
   *out = v;
   return true;
+}
+
+std::string json_quote(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+      continue;
+    }
+    if (c == '"' || c == '\\') out += '\\';
+    out += (char)c;
+  }
+  return out + "\"";
 }
 
 }  // namespace gpt

@@ -38,4 +38,9 @@ struct JsonValue {
 // Parses one JSON value followed only by whitespace.
 JsonValue parse_json(std::string_view json, const std::string& source);
 
+// The writing side: s as a JSON string literal, in quotes, with " and \ escaped and control characters
+// as \u00XX (bytes >= 0x80 pass through, so UTF-8 stays UTF-8). Every JSON the project writes quotes
+// its strings with this.
+std::string json_quote(std::string_view s);
+
 }  // namespace gpt

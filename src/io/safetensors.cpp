@@ -135,23 +135,6 @@ void check_coverage(const std::vector<StTensor>& tensors, uint64_t data_bytes, c
             "): the data region must hold exactly the tensors");
 }
 
-void append_json_string(std::string& out, const std::string& s) {
-  out += '"';
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += (char)c;
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += (char)c;
-    }
-  }
-  out += '"';
-}
-
 }  // namespace
 
 const char* st_dtype_name(StDType t) {
@@ -303,9 +286,9 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path, const std::vector<
     h += "\"__metadata__\":{";
     for (size_t i = 0; i < metadata.size(); i++) {
       if (i) h += ',';
-      append_json_string(h, metadata[i].first);
+      h += json_quote(metadata[i].first);
       h += ':';
-      append_json_string(h, metadata[i].second);
+      h += json_quote(metadata[i].second);
     }
     h += '}';
   }
@@ -317,7 +300,7 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path, const std::vector<
       numel *= (uint64_t)d;
     }
     if (h.size() > 1) h += ',';
-    append_json_string(h, t.name);
+    h += json_quote(t.name);
     h += ":{\"dtype\":\"F32\",\"shape\":[";
     for (size_t i = 0; i < t.shape.size(); i++) h += (i ? "," : "") + std::to_string(t.shape[i]);
     h += "],\"data_offsets\":[" + std::to_string(at) + "," + std::to_string(at + 4 * numel) + "]}";

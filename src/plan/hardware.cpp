@@ -314,24 +314,9 @@ std::string curve_json(const RateCurve& c) {
   return s + "]";
 }
 
-std::string quote(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    if ((unsigned char)ch < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", (unsigned char)ch);
-      out += buf;
-      continue;
-    }
-    out += ch;
-  }
-  return out + "\"";
-}
-
 std::string strings_json(const std::vector<std::string>& v, const char* indent) {
   std::string s = "[";
-  for (size_t i = 0; i < v.size(); i++) s += str(i ? ",\n" : "\n", indent, "  ", quote(v[i]));
+  for (size_t i = 0; i < v.size(); i++) s += str(i ? ",\n" : "\n", indent, "  ", json_quote(v[i]));
   return s + (v.empty() ? "]" : str("\n", indent, "]"));
 }
 
@@ -343,7 +328,7 @@ std::string link_json(const Link& l, const char* bw_key) {
 
 std::string hardware_to_json(const HardwareSpec& h) {
   std::string s = "{\n";
-  s += str("  \"name\": ", quote(h.name), ",\n  \"kind\": ", quote(h.kind), ",\n  \"dtype\": \"",
+  s += str("  \"name\": ", json_quote(h.name), ",\n  \"kind\": ", json_quote(h.kind), ",\n  \"dtype\": \"",
            h.dtype == DType::F32 ? "fp32" : "bf16", "\",\n  \"peak_flops\": ", num(h.peak_flops), ",\n");
   if (h.memory_bytes > 0) s += str("  \"memory_bytes\": ", num(h.memory_bytes), ",\n");
   if (h.cores > 0) s += str("  \"cores\": ", h.cores, ",\n");

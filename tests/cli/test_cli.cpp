@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "tests/common/json_lite.h"
 #include "tests/common/test_paths.h"
 #include "src/io/atomic_file.h"
 
@@ -93,6 +94,21 @@ TEST(Cli, BenchPeakBytesAreTheMemoryPlan) {
     EXPECT_EQ(json_int(b.out, "peak_device_bytes"), json_int(m.out, "device_peak_bytes")) << lever;
     EXPECT_EQ(json_int(b.out, "peak_host_bytes"), json_int(m.out, "host_peak_bytes")) << lever;
   }
+}
+
+// A benchmark result says what ran and against what peak: the attention path (--attention auto resolved),
+// and the per-rank peak with its source, which names the CPU (or the GPU). Its JSON line must parse.
+TEST(Cli, BenchJsonNamesWhatRan) {
+  CliResult b = run_gpt("bench --n-layer 1 --n-head 2 --d-model 32 --seq-len 16 --vocab 256 -B 1 -T 16 --steps 1 --json --quiet");
+  ASSERT_EQ(b.code, 0) << b.out;
+  const std::string line = b.out.substr(b.out.rfind('{'));
+  const test::JValue j = test::parse_json(line);
+  EXPECT_EQ(j.at("device").str, "cpu");
+  EXPECT_EQ(j.at("attention").str, "simple");  // the CPU's only path
+  EXPECT_GT(j.at("peak_tflops_per_rank").num, 0);
+  EXPECT_EQ(j.at("peak_source").str.rfind("this CPU's measured fp32 sgemm (", 0), 0u) << line;
+  EXPECT_NE(j.at("peak_source").str.find(" kernels, "), std::string::npos) << "names OpenBLAS's kernels: " << line;
+  EXPECT_GT(j.at("mfu").num, 0);
 }
 
 TEST(Cli, BadFlagsAndConfigs) {

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/common/json_lite.h"
 #include "tests/common/test_paths.h"
 #include "src/core/check.h"
 #include "src/io/atomic_file.h"
@@ -347,6 +348,22 @@ TEST(TokenizerJson, RejectsMalformedInput) {
   EXPECT_EQ(json_error("{\"a\xff\": 1}"), "x.json: byte 3: expected valid UTF-8");
   EXPECT_EQ(json_error("{\"a\xed\xa0\x80\": 1}"), "x.json: byte 3: expected valid UTF-8");  // surrogate
   EXPECT_EQ(json_error("{\"a\xc0\xaf\": 1}"), "x.json: byte 3: expected valid UTF-8");      // overlong
+}
+
+// The writing side: every string the project quotes must read back as itself through the project's reader,
+// and be valid JSON to the tests' own parser (tests/common/json_lite.h, written apart from it; it reads
+// each escape as one character, so only the length can be compared there). Every byte below
+// 0x80 is in the string (control characters, quote, backslash, slash), then UTF-8 and a CPU's name.
+TEST(JsonQuote, EveryAsciiByteRoundTrips) {
+  std::string s;
+  for (int c = 1; c < 0x80; c++) s += (char)c;
+  s += "\xc3\xa9 \xf0\x9f\x98\x80 Intel(R) Xeon(R) \"quoted\" C:\\path\t";
+  const std::string q = json_quote(s);
+  for (unsigned char c : q) EXPECT_GE(c, 0x20) << "a raw control character in " << q;
+  EXPECT_EQ(parse_json(q, "quoted").text, s);
+  EXPECT_EQ(test::parse_json("{\"k\": " + q + "}").at("k").str.size(), s.size());
+  EXPECT_EQ(json_quote(""), "\"\"");
+  EXPECT_EQ(json_quote("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000a\"");
 }
 
 TEST(TokenizerUnicode, CharacterClasses) {

@@ -2,6 +2,8 @@
 // bookkeeping per category and domain, alignment, and the plain copies. Also what backends report about
 // their device: the peak FLOP/s rules (the GPU table is plain data, checked here without a GPU) and the
 // wording of the driver-memory report.
+#include <cblas.h>
+
 #include <cstring>
 
 #include "src/backend/peak_flops.h"
@@ -38,8 +40,12 @@ TEST(Backend, CpuPeakIsMeasuredOnceAndKept) {
   auto be = cpu_backend();
   const PeakFlops p = be->peak_flops();
   EXPECT_GT(p.flops, 0);
-  EXPECT_EQ(p.source, "this CPU's measured fp32 sgemm");
+  // The source says what was measured and where: the CPU, OpenBLAS's kernels for it, and its threads.
+  EXPECT_EQ(p.source.rfind("this CPU's measured fp32 sgemm (", 0), 0u) << p.source;
+  EXPECT_NE(p.source.find(openblas_get_corename()), std::string::npos) << p.source;
+  EXPECT_NE(p.source.find(str(openblas_get_num_threads(), " threads)")), std::string::npos) << p.source;
   EXPECT_EQ(be->peak_flops().flops, p.flops);
+  EXPECT_EQ(be->peak_flops().source, p.source);
 }
 
 TEST(PeakFlops, DatasheetPartsBeforeTheFormula) {
