@@ -366,6 +366,9 @@ if ((py_ok != 0)); then
 else
   compile=off
   [[ $(cat "$work/results/compile_warm.json" 2>/dev/null) == *'"warm": true'* ]] && compile=on
+  # MFU against the peak gpt bench measured against (its JSON names it), so that both MFUs share a denominator
+  peak=$(cat "$work"/results/bench_*.json 2>/dev/null | grep -oE '"peak_tflops_per_rank": [0-9.e+-]+' | head -n 1 | awk '{print $2}')
+  [[ -n $peak ]] && peer_args+=(--peak-tflops "$peak")
   run torch_peer "$(until_end torch_peer)" env PYTHONUNBUFFERED=1 "$PY" scripts/bench_pytorch.py "${peer_args[@]}" \
     --steps 20 --warmup 3 --compile "$compile" --compile-timeout 45 --json
   t=$(last_json "$work/torch_peer.out")

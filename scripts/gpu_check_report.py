@@ -198,7 +198,8 @@ def summary(args):
         if s["name"].startswith("bench_") and not s["name"].startswith("bench_d48") and isinstance(r, dict) \
                 and "tokens_per_s" in r:
             speed["gpt"][s["name"][6:]] = {k: r.get(k) for k in ("tokens_per_s", "mfu", "ms_per_step", "peak_device_mib",
-                                                                   "B", "T")}
+                                                                   "B", "T", "attention", "peak_tflops_per_rank",
+                                                                   "peak_source")}
     t = results.get("torch_peer")
     if isinstance(t, dict) and "tokens_per_s" in t:
         speed["torch"] = {k: t.get(k) for k in ("tokens_per_s", "mfu", "ms_per_step", "mode", "compile", "attention",
