@@ -428,8 +428,14 @@ def main():
     torch.set_num_threads(a.threads)
     dev = torch.device(a.device)
     if a.device == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = False  # the reference is true fp32
-        torch.backends.cudnn.allow_tf32 = False
+        # The reference is true fp32: no TF32 in matmuls or cuDNN. torch >= 2.9 has fp32_precision and
+        # deprecates allow_tf32 (and mixing the two raises), so set the new one where it exists.
+        if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+            torch.backends.cuda.matmul.fp32_precision = "ieee"
+            torch.backends.cudnn.fp32_precision = "ieee"
+        else:
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
     res = {"device": a.device, "rule": a.rule, "torch": torch.__version__, "L": a.L, "NH": a.NH, "C": a.C, "V": a.V,
            "maxT": a.seq_len, "B": a.B, "T": a.T, "steps": a.steps, "lr": a.lr, "warmup": a.warmup,
            "min_lr_frac": a.min_lr_frac, "u": U_BF16, "z": Z, "M": M_TRAJ, "notes": [], "checks": []}
