@@ -220,6 +220,12 @@ void check_attention(Backend& gpu, Backend& cpu, AttnShape sh, uint64_t seed,
   expect_twins("attention_backward dqkv" + tag, g.dqkv, c.dqkv, rg.dqkv, rg.tdqkv, rc.tdqkv);
   if (path == AttentionPath::simple) return;
   expect_within("attention state lse" + tag + " (cuda vs reference)", g.lse, rg.lse, rg.tlse);
+  // A second call of the shape runs the plan cached by the first (cudnn) on new buffers and new scratch,
+  // as every later layer and step does: the same bounds hold.
+  const AttnRun again = run_attention(gpu, qkv, dout, sh);
+  expect_within("attention_forward out" + tag + " (second call)", again.out, rg.out, rg.tout);
+  expect_within("attention_backward dqkv" + tag + " (second call)", again.dqkv, rg.dqkv, rg.tdqkv);
+  expect_within("attention state lse" + tag + " (second call)", again.lse, rg.lse, rg.tlse);
   const AttnRef rs = attention_reference(qkv, dout, sh, Path::gpu_simple);
   gpu.set_attention_path(AttentionPath::simple);
   const AttnRun s = run_attention(gpu, qkv, dout, sh);
