@@ -7,7 +7,9 @@
 #   info         10 s  what the machine has (GPU, driver, nvcc, compute-sanitizer, torch, kernel)
 #   build       150 s  cmake (CUDA on, MPI off, sm_90) + ninja gpt test_cuda on every core; meanwhile, in the
 #                      background, torch.compile fills its cache for the PyTorch peer (at most 90 s) and the
-#                      stage waits for it (it must not share the GPU with the twin tests' memory checks)
+#                      stage waits for it (it must not share the GPU with the twin tests' memory checks).
+#                      cuDNN comes from the system, else from torch's nvidia-cudnn wheel (-DGPT_CUDNN_ROOT);
+#                      a gpt not linked with it fails the `cudnn` record, which names what was searched
 #   twins        45 s  test_cuda: every CUDA op and whole d2 training steps against the CPU twin. A missing
 #                      prerequisite (GoogleTest, OpenBLAS) or a skipped test is a failure, never a skip
 #   correctness  70 s  scripts/gpu_correctness.py: d12, B8 T256, 20 steps of `gpt train --device cuda` per
@@ -138,6 +140,28 @@ find_python() {
   return 1
 }
 
+cudnn_root=""   # -DGPT_CUDNN_ROOT, when cuDNN comes from the Python wheel beside torch (nvidia-cudnn)
+cudnn_note=""
+find_cudnn() {  # after find_python: the wheel is found through $PY
+  local d
+  for d in /usr/local/cuda /usr/local/cuda/targets/x86_64-linux /usr; do
+    if [[ -f $d/include/cudnn_version.h ]] && compgen -G "$d/lib*/libcudnn.so*" >/dev/null; then
+      cudnn_note="system ($d)"; return 0
+    fi
+  done
+  if [[ -f /usr/include/cudnn_version.h ]] && compgen -G "/usr/lib/x86_64-linux-gnu/libcudnn.so*" >/dev/null; then
+    cudnn_note="system (/usr)"; return 0
+  fi
+  if [[ -n $PY ]]; then
+    d=$("$PY" -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null)
+    if [[ -n $d && -f $d/include/cudnn_version.h ]] && compgen -G "$d/lib/libcudnn.so*" >/dev/null; then
+      cudnn_root=$d; cudnn_note="Python wheel ($d)"; return 0
+    fi
+  fi
+  cudnn_note="missing: no cuDNN headers and library in /usr/local/cuda, /usr or $PY's nvidia-cudnn wheel"
+  return 1
+}
+
 if ((dry)); then
   ok=1
   print_plan || { echo "gpu_check --dry-run: the caps sum to more than the ${budget} s budget"; ok=0; }
@@ -148,6 +172,7 @@ if ((dry)); then
     printf '  %-22s %s\n' "OpenBLAS runtime" "$(ls "$blas_root/lib/runtime" 2>/dev/null | tr '\n' ' ')(linked on the GPU machine only where missing)"
   fi
   find_python || ok=0; printf '  %-22s %s\n' "python + torch" "$py_note"
+  find_cudnn; printf '  %-22s %s\n' "cuDNN" "here: $cudnn_note (the GPU machine's is found there: system, else torch's wheel)"
   if [[ -n $PY ]]; then
     for s in gpu_correctness.py bench_pytorch.py gpu_check_report.py; do
       if "$PY" -m py_compile "scripts/$s" 2>/dev/null; then printf '  %-22s %s\n' "$s" "compiles"
@@ -222,12 +247,13 @@ report() { "$PY" "$root/scripts/gpu_check_report.py" "$@"; }
 find_python; py_ok=$?
 find_openblas; blas_ok=$?
 find_gtest; gtest_ok=$?
+find_cudnn
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -n 1)
 run info "$(until_end info)" bash -c 'nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv;
   (nvcc --version || /usr/local/cuda/bin/nvcc --version) | tail -n 2; cmake --version | head -n 1; echo "ninja $(ninja --version)";
   c++ --version | head -n 1; echo "kernel $(uname -r) (4.4.0 = gVisor: no compute-sanitizer there)"; echo "cores $(nproc)";
-  free -g | head -n 2; echo "sanitizer: '"$sanitizer"'"; true'
-record info "$(status_of $run_rc)" "$run_rc" "$run_secs" 0 "python: $py_note | OpenBLAS: $blas_note | GoogleTest: $gtest_note"
+  free -g | head -n 2; echo "sanitizer: '"$sanitizer"'"; ldconfig -p 2>/dev/null | grep -E "libcudnn\.so|libnvrtc\.so" | head -n 4; true'
+record info "$(status_of $run_rc)" "$run_rc" "$run_secs" 0 "python: $py_note | OpenBLAS: $blas_note | GoogleTest: $gtest_note | cuDNN: $cudnn_note"
 gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
 
 # ---- torch.compile warm-up, in the background during the build ---------------------------------------------
@@ -245,21 +271,40 @@ fi
 targets=(gpt)
 cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGPT_CUDA=ON -DGPT_MPI=OFF "-DCMAKE_CUDA_ARCHITECTURES=$arch")
 [[ -n $blas_root ]] && cmake_args+=("-DGPT_OPENBLAS_ROOT=$blas_root")
+if [[ -n $cudnn_root ]]; then  # the wheel's cuDNN: build against it, and let its engines find each other
+  cmake_args+=("-DGPT_CUDNN_ROOT=$cudnn_root")
+  export LD_LIBRARY_PATH="$cudnn_root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 if ((gtest_ok == 0)); then
   [[ -n $gtest_dir ]] && cmake_args+=("-DGTest_DIR=$gtest_dir")
   targets+=(test_cuda)
 else
   cmake_args+=(-DGPT_TESTS=OFF)
 fi
-if [[ -n $blas_root ]]; then  # OpenBLAS's own runtime, only the libraries this machine lacks
+# Libraries this machine's loader cannot find, linked one by one into a runtime folder on LD_LIBRARY_PATH (never
+# a whole CUDA lib folder, which would put its cuBLAS ahead of torch's own in the PyTorch processes):
+#  - OpenBLAS's own runtime, where it comes from third_party/local;
+#  - NVRTC, which cuDNN's runtime-compiled engines dlopen by name (LD_LIBRARY_PATH and ld.so's cache, not
+#    gpt's RUNPATH): torch's own (its nvidia-cuda-nvrtc wheel, so both sides load the same one), else the
+#    toolkit's.
+rt="$root/$build/runtime_libs"
+rm -rf "$rt" && mkdir -p "$rt"
+if [[ -n $blas_root ]]; then
   export LD_LIBRARY_PATH="$blas_root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  rt="$root/$build/runtime_libs"
-  rm -rf "$rt" && mkdir -p "$rt"
   for lib in libgfortran.so.5 libquadmath.so.0 libgomp.so.1; do
     ldconfig -p 2>/dev/null | grep -q "$lib" || ln -s "$blas_root/lib/runtime/$lib" "$rt/$lib"
   done
-  [[ -n $(ls -A "$rt") ]] && export LD_LIBRARY_PATH="$rt:$LD_LIBRARY_PATH"
 fi
+if ! ldconfig -p 2>/dev/null | grep -q 'libnvrtc\.so\.13'; then
+  wheel_nvrtc=$([[ -n $PY ]] && "$PY" -c 'import nvidia.cuda_nvrtc as m; print(list(m.__path__)[0] + "/lib")' 2>/dev/null)
+  for d in ${wheel_nvrtc:+"$wheel_nvrtc"} /usr/local/cuda/lib64 /usr/local/cuda/lib; do
+    if compgen -G "$d/libnvrtc.so.13*" >/dev/null; then
+      for f in "$d"/libnvrtc*.so.13*; do ln -sf "$f" "$rt/"; done
+      break
+    fi
+  done
+fi
+[[ -n $(ls -A "$rt") ]] && export LD_LIBRARY_PATH="$rt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 build_start=$(date +%s)
 build_cap=$(until_end build)
 build_ok=0
@@ -286,6 +331,18 @@ fi
 gpt_bin="$build/gpt"
 have_gpt=0
 ((build_ok)) && [[ -x $gpt_bin ]] && have_gpt=1  # never a binary left from an earlier run
+# The attention paths (`gpt train --help` lists them). The cudnn one needs a build linked with cuDNN: say so
+# here, by its cause, rather than only through the cudnn twin test and bench failing later.
+paths=(simple)
+if ((have_gpt)); then
+  p=$("$gpt_bin" train --help 2>/dev/null | grep -oE -- '--attention [a-z0-9_]+(\|[a-z0-9_]+)+' | head -n 1 | cut -d' ' -f2)
+  [[ -n $p ]] && IFS='|' read -r -a paths <<<"$p"
+  if ldd "$gpt_bin" 2>/dev/null | grep -q 'libcudnn\.so'; then
+    record cudnn ok "" 0 1 "$(ldd "$gpt_bin" | grep -m1 'libcudnn\.so' | tr -s ' \t' ' ') | $(grep -m1 -- '-- cuDNN' "$work/configure.out" 2>/dev/null)"
+  else
+    record cudnn failed "" 0 1 "gpt is not linked with cuDNN, so the cudnn attention path cannot run (cuDNN: $cudnn_note; cmake: $(grep -m1 -i 'cudnn' "$work/configure.out" 2>/dev/null || echo 'no cuDNN line'))"
+  fi
+fi
 
 # ---- 1. twin tests ----------------------------------------------------------------------------------------
 if ((gtest_ok != 0)); then
@@ -318,11 +375,6 @@ else
 fi
 
 # ---- 3. speed: gpt bench per attention path, memplan vs the bench's peak, then the PyTorch peer ---------------
-paths=(simple)
-if ((have_gpt)); then
-  p=$("$gpt_bin" train --help 2>/dev/null | grep -oE -- '--attention [a-z0-9_]+(\|[a-z0-9_]+)+' | head -n 1 | cut -d' ' -f2)
-  [[ -n $p ]] && IFS='|' read -r -a paths <<<"$p"
-fi
 bench_end=$(planned_end bench)
 bench_B=16
 for p in "${paths[@]}"; do
