@@ -47,9 +47,9 @@ PeakFlops measure_cpu_peak_flops() {
     double dt = seconds() - t0;
     if (rep > 0 && dt < best) best = dt;  // first call warms up threads and caches
   }
-  const std::string model = cpu_model_name();
-  return {2.0 * n * n * n / best, str("this CPU's measured fp32 sgemm (", model.empty() ? std::string("CPU") : model, ", ",
-                                      cpu_blas_name(), ", ", openblas_get_num_threads(), " threads)")};
+  const std::string model = cpu_model_name().empty() ? std::string("CPU") : cpu_model_name();
+  return {2.0 * n * n * n / best,
+          str("this CPU's measured fp32 sgemm (", model, ", ", cpu_blas_name(), ", ", openblas_get_num_threads(), " threads)")};
 }
 
 std::string cpu_blas_name() {

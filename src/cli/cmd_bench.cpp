@@ -156,10 +156,11 @@ int cmd_bench(int argc, char** argv, Communicator& world) {
     log_rank0(world, "{\"config\": \"", o.config_name, "\", \"params\": ", o.model.num_params(), ", \"B\": ", o.B,
               ", \"T\": ", o.T, ", \"ranks\": ", world.world(), ", \"device\": \"", dev, "\", \"recompute\": \"",
               o.recompute.str(), "\", \"offload\": \"", FsdpOptions::name(o.fsdp.offload), "\", \"shard\": \"",
-              FsdpOptions::name(o.fsdp.strategy), "\", \"attention\": \"", r.attention, "\", \"ms_per_step\": ", r.ms, ", \"tokens_per_s\": ", r.tokens_per_s,
-              ", \"mfu\": ", r.mfu, ", \"peak_device_mib\": ", r.peak_device_mib, ", \"peak_host_mib\": ", r.peak_host_mib,
-              ", \"peak_device_bytes\": ", r.peak_device_bytes, ", \"peak_host_bytes\": ", r.peak_host_bytes,
-              ", \"peak_tflops_per_rank\": ", r.peak.flops / 1e12, ", \"peak_source\": ", json_quote(r.peak.source), "}");
+              FsdpOptions::name(o.fsdp.strategy), "\", \"attention\": \"", r.attention, "\", \"ms_per_step\": ", r.ms,
+              ", \"tokens_per_s\": ", r.tokens_per_s, ", \"mfu\": ", r.mfu, ", \"peak_device_mib\": ", r.peak_device_mib,
+              ", \"peak_host_mib\": ", r.peak_host_mib, ", \"peak_device_bytes\": ", r.peak_device_bytes,
+              ", \"peak_host_bytes\": ", r.peak_host_bytes, ", \"peak_tflops_per_rank\": ", r.peak.flops / 1e12,
+              ", \"peak_source\": ", json_quote(r.peak.source), "}");
   } else {
     log_rank0(world, "bench ", o.config_name, " (", o.model.num_params() / 1e6, "M params) B=", o.B, " T=", o.T,
               " ranks=", world.world(), " device=", dev, " recompute=", o.recompute.str(), " offload=",
