@@ -337,8 +337,9 @@ paths=(simple)
 if ((have_gpt)); then
   p=$("$gpt_bin" train --help 2>/dev/null | grep -oE -- '--attention [a-z0-9_]+(\|[a-z0-9_]+)+' | head -n 1 | cut -d' ' -f2)
   [[ -n $p ]] && IFS='|' read -r -a paths <<<"$p"
-  if ldd "$gpt_bin" 2>/dev/null | grep -q 'libcudnn\.so'; then
-    record cudnn ok "" 0 1 "$(ldd "$gpt_bin" | grep -m1 'libcudnn\.so' | tr -s ' \t' ' ') | $(grep -m1 -- '-- cuDNN' "$work/configure.out" 2>/dev/null)"
+  linked=$(ldd "$gpt_bin" 2>/dev/null | grep -m1 'libcudnn\.so' | tr -s ' \t' ' ')
+  if [[ -n $linked ]]; then
+    record cudnn ok "" 0 1 "$linked | $(grep -m1 -- '-- cuDNN' "$work/configure.out" 2>/dev/null)"
   else
     record cudnn failed "" 0 1 "gpt is not linked with cuDNN, so the cudnn attention path cannot run (cuDNN: $cudnn_note; cmake: $(grep -m1 -i 'cudnn' "$work/configure.out" 2>/dev/null || echo 'no cuDNN line'))"
   fi

@@ -47,7 +47,8 @@ PeakFlops measure_cpu_peak_flops() {
     double dt = seconds() - t0;
     if (rep > 0 && dt < best) best = dt;  // first call warms up threads and caches
   }
-  const std::string model = cpu_model_name().empty() ? std::string("CPU") : cpu_model_name();
+  std::string model = cpu_model_name();
+  if (model.empty()) model = "CPU";
   return {2.0 * n * n * n / best,
           str("this CPU's measured fp32 sgemm (", model, ", ", cpu_blas_name(), ", ", openblas_get_num_threads(), " threads)")};
 }

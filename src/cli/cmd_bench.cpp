@@ -71,7 +71,7 @@ static BenchResult bench_once(TrainOptions o, Communicator& world) {
   r.peak_device_mib = r.peak_device_bytes / 1048576.0;
   r.peak_host_mib = r.peak_host_bytes / 1048576.0;
   r.attention = attention_path_name(t.backend().attention_path());
-  r.peak = {t.peak_flops(), t.peak_source()};
+  r.peak = t.peak();
   return r;
 }
 

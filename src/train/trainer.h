@@ -50,7 +50,7 @@ class Trainer {
   const TrainProgress& progress() const { return progress_; }
   double flops_per_token() const;
   double peak_flops() const { return peak_.flops; }  // per rank, for MFU
-  const std::string& peak_source() const { return peak_.source; }  // where that peak comes from
+  const PeakFlops& peak() const { return peak_; }    // that peak and where it comes from
   // Test hook: make the next step's loss non-finite (exercises the NaN guard).
   void inject_nonfinite_once() { inject_nan_ = true; }
 

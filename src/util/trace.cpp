@@ -13,6 +13,7 @@
 #include "src/core/check.h"
 #include "src/dist/communicator.h"
 #include "src/io/atomic_file.h"
+#include "src/io/json_min.h"
 
 namespace gpt::trace {
 namespace {
@@ -53,15 +54,6 @@ std::string track_name(int t) {
   return "track " + std::to_string(t);
 }
 
-std::string escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    o += c;
-  }
-  return o;
-}
-
 // This rank's events as JSON objects, comma-separated, with metadata names first.
 std::string rank_json() {
   State& s = st();
@@ -72,11 +64,11 @@ std::string rank_json() {
   o << ",\n{\"ph\":\"M\",\"pid\":" << s.rank << ",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":" << s.rank << "}}";
   for (auto& kv : s.track_names)
     o << ",\n{\"ph\":\"M\",\"pid\":" << s.rank << ",\"tid\":" << kv.first
-      << ",\"name\":\"thread_name\",\"args\":{\"name\":\"" << escape(kv.second) << "\"}}";
+      << ",\"name\":\"thread_name\",\"args\":{\"name\":" << json_quote(kv.second) << "}}";
   for (const Event& e : s.events) {
     o << ",\n{\"ph\":\"" << e.ph << "\",\"pid\":" << s.rank << ",\"tid\":" << e.track << ",\"ts\":" << e.ts;
-    if (e.ph == 'B') o << ",\"name\":\"" << escape(e.name) << "\",\"cat\":\"" << e.cat << "\"";
-    if (e.ph == 'C') o << ",\"name\":\"" << escape(e.name) << "\",\"args\":{\"bytes\":" << e.value << "}";
+    if (e.ph == 'B') o << ",\"name\":" << json_quote(e.name) << ",\"cat\":\"" << e.cat << "\"";
+    if (e.ph == 'C') o << ",\"name\":" << json_quote(e.name) << ",\"args\":{\"bytes\":" << e.value << "}";
     o << "}";
   }
   return o.str();
