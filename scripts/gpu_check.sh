@@ -286,7 +286,8 @@ fi
 #  - OpenBLAS's own runtime, where it comes from third_party/local;
 #  - NVRTC, which cuDNN's runtime-compiled engines dlopen by name (LD_LIBRARY_PATH and ld.so's cache, not
 #    gpt's RUNPATH): torch's own (its nvidia-cuda-nvrtc wheel, so both sides load the same one), else the
-#    toolkit's.
+#    toolkit's. Every major version found there, since a wheel's cuDNN built for CUDA 12 asks for
+#    libnvrtc.so.12 even in a CUDA 13 build.
 rt="$root/$build/runtime_libs"
 rm -rf "$rt" && mkdir -p "$rt"
 if [[ -n $blas_root ]]; then
@@ -295,15 +296,18 @@ if [[ -n $blas_root ]]; then
     ldconfig -p 2>/dev/null | grep -q "$lib" || ln -s "$blas_root/lib/runtime/$lib" "$rt/$lib"
   done
 fi
-if ! ldconfig -p 2>/dev/null | grep -q 'libnvrtc\.so\.13'; then
-  wheel_nvrtc=$([[ -n $PY ]] && "$PY" -c 'import nvidia.cuda_nvrtc as m; print(list(m.__path__)[0] + "/lib")' 2>/dev/null)
-  for d in ${wheel_nvrtc:+"$wheel_nvrtc"} /usr/local/cuda/lib64 /usr/local/cuda/lib; do
-    if compgen -G "$d/libnvrtc.so.13*" >/dev/null; then
-      for f in "$d"/libnvrtc*.so.13*; do ln -sf "$f" "$rt/"; done
-      break
-    fi
+wheel_nvrtc=$([[ -n $PY ]] && "$PY" -c 'import nvidia.cuda_nvrtc as m; print(list(m.__path__)[0] + "/lib")' 2>/dev/null)
+declare -A nvrtc_from  # libnvrtc.so.13 / libnvrtc-builtins.so.13 -> the one folder that supplies it
+for d in ${wheel_nvrtc:+"$wheel_nvrtc"} /usr/local/cuda/lib64 /usr/local/cuda/lib; do
+  for f in "$d"/libnvrtc*.so.[0-9]*; do  # by file name: the loader asks for the soname, builtins for .so.13.0
+    [[ -e $f ]] || continue
+    major=$(basename "$f" | sed -E 's/(\.so\.[0-9]+).*/\1/')  # libnvrtc.so.13.0.88 -> libnvrtc.so.13
+    ldconfig -p 2>/dev/null | grep -qE "^[[:space:]]+${major//./\\.}[ .]" && continue
+    [[ ${nvrtc_from[$major]:-$d} == "$d" ]] || continue
+    nvrtc_from[$major]=$d
+    ln -sf "$f" "$rt/"
   done
-fi
+done
 [[ -n $(ls -A "$rt") ]] && export LD_LIBRARY_PATH="$rt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 build_start=$(date +%s)
 build_cap=$(until_end build)
@@ -397,7 +401,8 @@ for p in "${paths[@]}"; do
   save_result "$name" "$b"
   record "$name" "$(status_of $run_rc)" "$run_rc" "$run_secs" 1 "$note ${b:-no JSON: $(tail -n 1 "$work/$name.out")}"
   if [[ -n $b ]]; then
-    "$gpt_bin" memplan --device cuda --config d12 -B "$bench_B" -T 1024 --attention "$p" --json >"$work/memplan_$p.out" 2>&1
+    timeout --kill-after=5 30 "$gpt_bin" memplan --device cuda --config d12 -B "$bench_B" -T 1024 --attention "$p" \
+      --json >"$work/memplan_$p.out" 2>&1
     cat "$work/memplan_$p.out" >>"$log"
     m=$(report peak "$work/memplan_$p.out" "$work/results/$name.json" 2>&1)
     mrc=$?
@@ -405,7 +410,7 @@ for p in "${paths[@]}"; do
     record "memplan_$p" "$( ((mrc == 0)) && echo ok || echo failed)" "$mrc" 0 1 "$m"
     # The time model's prediction for the same run on the H200 datasheet file, beside the measured step
     # (pure arithmetic, well under a second; not a gate: it records how far the model is from this GPU).
-    "$gpt_bin" memplan --device cuda --config d12 -B "$bench_B" -T 1024 --attention "$p" --time \
+    timeout --kill-after=5 30 "$gpt_bin" memplan --device cuda --config d12 -B "$bench_B" -T 1024 --attention "$p" --time \
       --hardware data/hardware/h200.json --json >"$work/time_model_$p.out" 2>&1
     trc=$?
     tm=$(last_json "$work/time_model_$p.out")

@@ -429,8 +429,13 @@ def main():
     dev = torch.device(a.device)
     if a.device == "cuda":
         # The reference is true fp32: no TF32 in matmuls or cuDNN. torch >= 2.9 has fp32_precision and
-        # deprecates allow_tf32 (and mixing the two raises), so set the new one where it exists.
-        if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        # deprecates allow_tf32 (and mixing the two raises), so set the new one where it exists. Before 2.2
+        # an unknown attribute of torch.backends.cuda.matmul raises AssertionError, not AttributeError.
+        try:
+            new_api = hasattr(torch.backends.cuda.matmul, "fp32_precision")
+        except AssertionError:
+            new_api = False
+        if new_api:
             torch.backends.cuda.matmul.fp32_precision = "ieee"
             torch.backends.cudnn.fp32_precision = "ieee"
         else:

@@ -381,6 +381,14 @@ void allow_smem(Kernel kernel, size_t bytes) {
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
+// cudaFuncSetAttribute sets the current device's limit only, so the opt-in is remembered per device (this
+// bit of a mask) rather than once per process.
+unsigned long long device_bit() {
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  return 1ull << (dev & 63);
+}
+
 dim3 tile_grid(int B, int T, int NH) {
   const size_t heads = static_cast<size_t>(B) * NH;
   GPT_CHECK(heads <= 65535, "--attention fused: batch x heads ", heads, " exceeds the grid limit 65535");
@@ -389,9 +397,9 @@ dim3 tile_grid(int B, int T, int NH) {
 
 template <int HS>
 void forward_hs(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, cudaStream_t stream) {
-  static bool ready = false;
+  static unsigned long long ready = 0;  // device_bit()s of the devices opted in
   const size_t smem = forward_smem_bytes<HS>();
-  if (!ready) allow_smem(fused_forward_kernel<HS>, smem), ready = true;
+  if (!(ready & device_bit())) allow_smem(fused_forward_kernel<HS>, smem), ready |= device_bit();
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   fused_forward_kernel<HS><<<tile_grid(B, T, NH), kThreads, smem, stream>>>(out, lse, qkv, T, NH, scale);
   CUDA_CHECK_LAUNCH();
@@ -400,12 +408,12 @@ void forward_hs(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, cu
 template <int HS>
 void backward_hs(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dv, int B, int T,
                  int NH, cudaStream_t stream) {
-  static bool ready = false;
+  static unsigned long long ready = 0;  // device_bit()s of the devices opted in
   const size_t smem = backward_smem_bytes<HS>();
-  if (!ready) {
+  if (!(ready & device_bit())) {
     allow_smem(fused_backward_dkdv_kernel<HS>, smem);
     allow_smem(fused_backward_dq_kernel<HS>, smem);
-    ready = true;
+    ready |= device_bit();
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   const dim3 grid = tile_grid(B, T, NH);

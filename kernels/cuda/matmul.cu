@@ -244,7 +244,7 @@ bool try_gemm(const BlasContext& ctx, const GemmSpec& g, cudaStream_t stream) {
   const GemmKey key = key_of(g);
   auto it = ctx.plans.find(key);
   if (it == ctx.plans.end()) it = ctx.plans.emplace(key, make_plan(ctx, g, key)).first;
-  const GemmPlan& p = it->second;
+  GemmPlan& p = it->second;
   if (!p.supported) return false;
   if (g.bias)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
@@ -255,8 +255,15 @@ bool try_gemm(const BlasContext& ctx, const GemmSpec& g, cudaStream_t stream) {
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.dgelu_aux,
                                                 sizeof(g.dgelu_aux)));
   // C and D are the same buffer with the same layout (in place); with beta 0 C is not read.
-  CUBLAS_CHECK(cublasLtMatmul(ctx.handle, p.op, &g.alpha, g.B, p.a, g.A, p.b, &g.beta, g.C, p.d, g.C, p.d,
-                              &p.algo, ctx.workspace, ctx.workspace_bytes, stream));
+  const cublasStatus_t st = cublasLtMatmul(ctx.handle, p.op, &g.alpha, g.B, p.a, g.A, p.b, &g.beta, g.C, p.d,
+                                           g.C, p.d, &p.algo, ctx.workspace, ctx.workspace_bytes, stream);
+  // An epilogue the heuristic offered but the launch refuses (nothing was enqueued): the caller falls back,
+  // and so does every later call of this shape.
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED && (g.gelu_aux || g.dgelu_aux)) {
+    p.supported = false;
+    return false;
+  }
+  CUBLAS_CHECK(st);
   return true;
 }
 

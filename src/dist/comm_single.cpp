@@ -1,7 +1,9 @@
 // The single-process communicator (world size 1). Every collective over one rank is the identity, so
 // all_gather and reduce_scatter copy `in` to `out` when they are different buffers, all_reduce and avg do
 // nothing, and the ledger counts each call at 0 bytes (nothing leaves the process). Buffers are host
-// memory: the CPU backend's device domain. A CUDA single communicator lives with the CUDA code.
+// memory: the CPU backend's device domain. A one-GPU run uses it too: with one rank the engine's shard is
+// the whole unit, so it never calls all_gather or reduce_scatter, and all_reduce and broadcast touch no
+// buffer (a device pointer passed to copy() would not be host memory).
 //
 // Builds without MPI also define make_world_communicator / finalize_communication here; builds with MPI
 // define them in comm_mpi.cpp.
