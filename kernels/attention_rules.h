@@ -61,9 +61,26 @@ struct CudnnAttentionTarget {
   long long version = 0;      // cudnnGetVersion() of the library loaded (9.19.0 = 91900)
 };
 
-// cuDNN 9.16 or newer: below it NVIDIA's own frontend adds a padding-mask workaround to the backward graph
-// when T is not a multiple of 128 (a known bug of those versions), which this path does not build.
-constexpr long long kCudnnAttentionMinVersion = 91600;
+// The cuDNN versions the path runs on, from NVIDIA's own frontend (cudnn-frontend's sdpa_backward checks):
+//  - 9.8 or newer, the floor CMake builds against (the deviceless planning of attention_cudnn_graph.cu);
+//  - not 9.10.0 or 9.10.1, whose bf16 backward has known bugs (the frontend refuses them);
+//  - before 9.16, the backward only where T is a multiple of 128: below that the frontend adds a padding-mask
+//    workaround to the backward graph for other T (a known bug of those versions), which this path does
+//    not build (cudnn_attention_sequence_unsupported).
+constexpr long long kCudnnAttentionMinVersion = 90800;
+constexpr long long kCudnnAttentionAnyTVersion = 91600;
+
+inline std::string cudnn_version_name(long long v) {
+  return str(v / 10000, ".", v / 100 % 100, ".", v % 100);
+}
+
+// Why the cudnn path cannot train at sequence length T on cuDNN `version`, or "" when it can (T = 1 runs
+// the path's closed form, cuda::cudnn_attention_closed_form, and needs no plan).
+inline std::string cudnn_attention_sequence_unsupported(long long T, long long version) {
+  if (T <= 1 || version >= kCudnnAttentionAnyTVersion || T % 128 == 0) return "";
+  return str("cuDNN ", cudnn_version_name(version), " trains only sequence lengths that are multiples of 128 ",
+             "(9.16 or newer takes any), T is ", T);
+}
 
 // The largest head size the cuDNN flash-attention engines take in training (forward and backward), by
 // architecture: 256 on Hopper (compute capability 9.x), 128 on Ampere, Ada and Blackwell (cuDNN's published
@@ -71,16 +88,19 @@ constexpr long long kCudnnAttentionMinVersion = 91600;
 inline int cudnn_attention_max_head_size(int cc_major) { return cc_major == 9 ? 256 : 128; }
 
 // Why the cudnn path cannot run a model of C channels in NH heads on `t`, as the end of a one-line error,
-// or "" when it can. Sequence lengths are not limited: T = 1 (which cuDNN's backward refuses) runs the
-// path's closed form (cuda::cudnn_attention_closed_form).
+// or "" when it can. Sequence lengths are limited only before cuDNN 9.16, per shape when its plans are built
+// (cudnn_attention_sequence_unsupported); T = 1 (which cuDNN's backward refuses) runs the path's closed form
+// (cuda::cudnn_attention_closed_form).
 inline std::string cudnn_attention_unsupported(int C, int NH, const CudnnAttentionTarget& t) {
   if (!t.built) return "this build has no cuDNN (rebuild where CMake finds libcudnn)";
   if (NH <= 0 || C % NH != 0) return str("channels ", C, " not divisible by heads ", NH);
   const int hs = C / NH, max_hs = cudnn_attention_max_head_size(t.cc_major);
   if (t.cc_major < 8) return str("needs compute capability 8.0 or newer, this GPU has ", t.cc_major, ".", t.cc_minor);
   if (t.version < kCudnnAttentionMinVersion)
-    return str("needs cuDNN 9.16 or newer, the loaded library is ", t.version / 10000, ".", t.version / 100 % 100,
-               ".", t.version % 100);
+    return str("needs cuDNN 9.8 or newer, the loaded library is ", cudnn_version_name(t.version));
+  if (t.version == 91000 || t.version == 91001)
+    return str("cuDNN ", cudnn_version_name(t.version), " has known bugs in its attention backward (use 9.10.2 or ",
+               "newer)");
   if (hs % 8 != 0 || hs > max_hs)
     return str("supports head sizes that are multiples of 8 up to ", max_hs, " on compute capability ", t.cc_major,
                ".x, this model has ", hs);

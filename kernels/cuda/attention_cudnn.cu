@@ -90,6 +90,10 @@ struct CudnnAttention::Impl {
     const SdpaKey key = sdpa_key(backward, l);
     auto it = plans.find(key);
     if (it != plans.end()) return it->second;
+    if (backward) {  // refused like a shape cuDNN cannot plan: --attention auto falls back (cuda_backend.cu)
+      const std::string why = cudnn_attention_sequence_unsupported(l.q.dim[2], static_cast<long long>(cudnnGetVersion()));
+      GPT_CHECK(why.empty(), "cuDNN backward attention: ", why);
+    }
     Plan p = build_plan(handle, backward, l);
     return plans.emplace(key, std::move(p)).first->second;
   }

@@ -193,9 +193,12 @@ static void resolve_attention(MemPlanInput& in, const std::string& attention, De
   if (device == DeviceKind::cuda) target = planning_attention_target();
   const int C = in.cfg.channels, NH = in.cfg.num_heads;
   in.attention = resolve_attention_path(attention, target, C, NH);
-  if (in.attention != AttentionPath::cudnn || !measure) return;
+  if (in.attention != AttentionPath::cudnn) return;
   try {
-    in.cudnn_workspace = measured_cudnn_plan_workspace(in.B, in.T, C, NH);
+    // The per-shape rule the plans apply (cuDNN before 9.16), checked here too when none is built.
+    const std::string why = cudnn_attention_sequence_unsupported(in.T, target.cudnn.version);
+    GPT_CHECK(why.empty(), "cuDNN backward attention: ", why);
+    if (measure) in.cudnn_workspace = measured_cudnn_plan_workspace(in.B, in.T, C, NH);
   } catch (const Error& e) {
     if (attention != "auto") throw;
     in.attention = attention_fallback_without_cudnn(C, NH);

@@ -252,9 +252,23 @@ TEST_F(CudaTwin, FusedAttentionForwardBackward) {
   check_attention(*gpu, *cpu, AttnShape{1, 150, 128, 2}, 413, fused); // hs 64, three tiles, the last partial
 }
 
+// A cuDNN before 9.16 refuses to train at `sh`'s T (attention_rules.h): the backward says so instead of
+// running a graph NVIDIA's frontend would have worked around.
+void expect_sequence_refused(Backend& gpu, AttnShape sh, const std::string& why) {
+  gpu.set_attention_path(AttentionPath::cudnn);
+  const std::vector<float> qkv(size_t{1} * sh.B * sh.T * 3 * sh.C, 0.25f), dout(size_t{1} * sh.B * sh.T * sh.C, 0.5f);
+  try {
+    run_attention(gpu, qkv, dout, sh);
+    ADD_FAILURE() << "T=" << sh.T << " was trained on a cuDNN that needs T % 128 == 0";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+  }
+}
+
 // The cudnn path where this build and GPU have it: head sizes 8 to 128 (every multiple of 8 cuDNN takes on any
-// supported GPU), T odd, below and across 64 and 128 keys, several heads and batches, and T = 1 (the closed
-// form). Without cuDNN in the build the path must be refused in the flag's words instead.
+// supported GPU), T odd, below and across 64 and 128 keys, multiples of 128 (all a cuDNN before 9.16 trains;
+// the others must then be refused), several heads and batches, and T = 1 (the closed form). Without cuDNN in
+// the build the path must be refused in the flag's words instead.
 TEST_F(CudaTwin, CudnnAttentionForwardBackward) {
 #ifdef GPT_WITH_CUDNN
   const AttnShape shapes[] = {
@@ -263,13 +277,20 @@ TEST_F(CudaTwin, CudnnAttentionForwardBackward) {
       {1, 150, 128, 2}, // hs 64, T across 128
       {2, 64, 256, 2},  // hs 128
       {1, 129, 64, 8},  // hs 8
+      {2, 128, 64, 2},  // hs 32, one 128-row block
+      {1, 256, 128, 2}, // hs 64, two
       {3, 1, 64, 2},    // T = 1: the closed form
   };
+  const CudnnAttentionTarget target = gpu->attention_target().cudnn;
   uint64_t seed = 421;
   for (const AttnShape& sh : shapes) {
-    const std::string why = cudnn_attention_unsupported(sh.C, sh.NH, gpu->attention_target().cudnn);
+    const std::string why = cudnn_attention_unsupported(sh.C, sh.NH, target);
     if (!why.empty()) GTEST_SKIP() << "--attention cudnn on this GPU: " << why;
-    check_attention(*gpu, *cpu, sh, seed++, AttentionPath::cudnn);
+    const std::string seq = cudnn_attention_sequence_unsupported(sh.T, target.version);
+    if (seq.empty())
+      check_attention(*gpu, *cpu, sh, seed++, AttentionPath::cudnn);
+    else
+      expect_sequence_refused(*gpu, sh, seq);
   }
 #else
   try {
