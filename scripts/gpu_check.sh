@@ -296,9 +296,12 @@ if [[ -n $blas_root ]]; then
     ldconfig -p 2>/dev/null | grep -q "$lib" || ln -s "$blas_root/lib/runtime/$lib" "$rt/$lib"
   done
 fi
-wheel_nvrtc=$([[ -n $PY ]] && "$PY" -c 'import nvidia.cuda_nvrtc as m; print(list(m.__path__)[0] + "/lib")' 2>/dev/null)
+# torch's wheels: CUDA 12 ones put NVRTC in nvidia/cuda_nvrtc/lib, CUDA 13 ones in nvidia/cu13/lib.
+mapfile -t wheel_nvrtc < <([[ -n $PY ]] && "$PY" -c 'import nvidia
+for p in nvidia.__path__:
+    print(p + "/cuda_nvrtc/lib"); print(p + "/cu13/lib")' 2>/dev/null)
 declare -A nvrtc_from  # libnvrtc.so.13 / libnvrtc-builtins.so.13 -> the one folder that supplies it
-for d in ${wheel_nvrtc:+"$wheel_nvrtc"} /usr/local/cuda/lib64 /usr/local/cuda/lib; do
+for d in "${wheel_nvrtc[@]}" /usr/local/cuda/lib64 /usr/local/cuda/lib; do
   for f in "$d"/libnvrtc*.so.[0-9]*; do  # by file name: the loader asks for the soname, builtins for .so.13.0
     [[ -e $f ]] || continue
     major=$(basename "$f" | sed -E 's/(\.so\.[0-9]+).*/\1/')  # libnvrtc.so.13.0.88 -> libnvrtc.so.13
