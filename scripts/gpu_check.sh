@@ -5,13 +5,14 @@
 # the start plus the caps of every stage up to it (time an earlier stage left over flows on, never a later
 # stage's cap):
 #   info         10 s  what the machine has (GPU, driver, nvcc, compute-sanitizer, torch, kernel)
-#   build       150 s  cmake (CUDA on, MPI off, sm_90) + ninja gpt test_cuda on every core; meanwhile, in the
+#   build       120 s  cmake (CUDA on, MPI off, sm_90) + ninja gpt test_cuda on every core; meanwhile, in the
 #                      background, torch.compile fills its cache for the PyTorch peer (at most 90 s) and the
 #                      stage waits for it (it must not share the GPU with the twin tests' memory checks).
 #                      cuDNN comes from the system, else from torch's nvidia-cudnn wheel (-DGPT_CUDNN_ROOT);
 #                      a gpt not linked with it fails the `cudnn` record, which names what was searched
-#   twins        45 s  test_cuda: every CUDA op and whole d2 training steps against the CPU twin. A missing
-#                      prerequisite (GoogleTest, OpenBLAS) or a skipped test is a failure, never a skip
+#   twins        75 s  test_cuda: every CUDA op and whole d2 training steps against the CPU twin. A missing
+#                      prerequisite (GoogleTest, OpenBLAS) or a skipped test is a failure, never a skip. About
+#                      half of it is cuDNN compiling its attention plans (~2 s a shape; sm_90, cuDNN 9.19)
 #   correctness  70 s  scripts/gpu_correctness.py: d12, B8 T256, 20 steps of `gpt train --device cuda` per
 #                      attention path against PyTorch fp32 (and two bf16 runs as the noise floor) from the same
 #                      llm.c model file on the same tokens, within a derived bf16 bound; every attention path
@@ -66,8 +67,8 @@ fix_fetch="run scripts/fetch_openblas.sh on a Debian machine with network and ca
 # ---- the plan: name, cap in seconds (0 = whatever time is left), what it does ------------------------------
 plan=(
   "info|10|nvidia-smi, nvcc, compute-sanitizer, torch, kernel: what the machine has"
-  "build|150|cmake (CUDA on, MPI off, sm_$arch) + ninja -j\$(nproc) gpt test_cuda; torch.compile warms its cache meanwhile (<= 90 s)"
-  "twins|45|test_cuda: CUDA ops and d2 training steps vs the CPU twin (no skips allowed)"
+  "build|120|cmake (CUDA on, MPI off, sm_$arch) + ninja -j\$(nproc) gpt test_cuda; torch.compile warms its cache meanwhile (<= 90 s)"
+  "twins|75|test_cuda: CUDA ops and d2 training steps vs the CPU twin (no skips allowed)"
   "correctness|70|gpu_correctness.py: d12 B8 T256, 20 steps, gpt (each attention path) vs PyTorch fp32, derived bf16 bound; memplan == ledger"
   "bench|60|gpt bench d12 -B 16 -T 1024 per attention path: tokens/s, MFU; memplan vs peak_device_mib; memplan --time (h200.json) vs ms/step"
   "torch_peer|50|bench_pytorch.py d12 -B 16 -T 1024: bf16 autocast, SDPA, fused AdamW, torch.compile if cached in time"

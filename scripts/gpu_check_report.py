@@ -135,7 +135,10 @@ def racecheck(text, rc):
     if rc in (124, 137):
         status, note = "timeout", "racecheck did not finish within its cap"
     elif errors:
-        status, note = "failed", f"{errors} race hazard error(s), {warnings} warning(s)"
+        # Name where: a hazard inside NVIDIA's kernels (cuBLASLt's, on the simple path) is not the project's.
+        where = [ln.strip("= ").strip()[:160] for ln in text.splitlines() if "Race reported" in ln][:2]
+        status, note = "failed", f"{errors} race hazard error(s), {warnings} warning(s)" + \
+            ("; first: " + " | ".join(where) if where else "")
     elif not g["clean"]:
         status, note = "failed", "the attention twin tests under racecheck: " + gtest_line(g)
     elif rc != 0:

@@ -201,19 +201,20 @@ TEST(CudaMemory, OpLargerThanReservationFailsClearly) {
 }
 
 // ---- the plan cache -------------------------------------------------------------------------------------
-// out (N, OC) = x (N, C) @ w^T + bias against a double loop; bound: C + 1 fp32 terms, then one bf16 rounding.
+// out (N, OC) = x (N, C) @ w^T + bias against a double loop, within the one linear-layer bound every matmul
+// test uses (linear_bound, twin_util.h: the bias epilogue may round the product before it adds the bias).
 void expect_linear(const std::string& what, Backend& be, const void* out, const std::vector<float>& x,
                    const std::vector<float>& w, const std::vector<float>& bias, int N, int C, int OC) {
   std::vector<double> ref((size_t)N * OC), tol(ref.size());
   for (int n = 0; n < N; n++)
     for (int o = 0; o < OC; o++) {
-      double s = bias[o], mag = std::fabs(bias[o]);
+      double s = 0, mag = 0;
       for (int k = 0; k < C; k++) {
         const double t = (double)x[(size_t)n * C + k] * w[(size_t)o * C + k];
         s += t, mag += std::fabs(t);
       }
-      ref[(size_t)n * OC + o] = s;
-      tol[(size_t)n * OC + o] = bf16_out(s, acc(C + 1) * mag);
+      ref[(size_t)n * OC + o] = s + bias[o];
+      tol[(size_t)n * OC + o] = linear_bound(C, s, mag, bias[o], true).gpu;
     }
   expect_within(what, download_compute(be, out, (size_t)N * OC), ref, tol);
 }
