@@ -414,8 +414,8 @@ for p in "${paths[@]}"; do
     record "memplan_$p" "$( ((mrc == 0)) && echo ok || echo failed)" "$mrc" 0 1 "$m"
     # The time model's prediction for the same run on the H200 datasheet file, beside the measured step
     # (pure arithmetic, well under a second; not a gate: it records how far the model is from this GPU).
-    timeout --kill-after=5 30 "$gpt_bin" memplan --device cuda --config d12 -B "$bench_B" -T 1024 --attention "$p" --time \
-      --hardware data/hardware/h200.json --json >"$work/time_model_$p.out" 2>&1
+    timeout --kill-after=5 30 "$gpt_bin" memplan --device cuda --config d12 -B "$bench_B" -T 1024 --attention "$p" \
+      --time --hardware data/hardware/h200.json --json >"$work/time_model_$p.out" 2>&1
     trc=$?
     tm=$(last_json "$work/time_model_$p.out")
     save_result "time_model_$p" "$tm"

@@ -91,7 +91,8 @@ struct CudnnAttention::Impl {
     auto it = plans.find(key);
     if (it != plans.end()) return it->second;
     if (backward) {  // refused like a shape cuDNN cannot plan: --attention auto falls back (cuda_backend.cu)
-      const std::string why = cudnn_attention_sequence_unsupported(l.q.dim[2], static_cast<long long>(cudnnGetVersion()));
+      const long long version = static_cast<long long>(cudnnGetVersion());
+      const std::string why = cudnn_attention_sequence_unsupported(l.q.dim[2], version);
       GPT_CHECK(why.empty(), "cuDNN backward attention: ", why);
     }
     Plan p = build_plan(handle, backward, l);
