@@ -82,6 +82,12 @@ inline std::string cudnn_attention_sequence_unsupported(long long T, long long v
              "(9.16 or newer takes any), T is ", T);
 }
 
+// Throws that reason as a one-line error; where the plans of a shape are built (and memplan without a GPU).
+inline void check_cudnn_attention_sequence(long long T, long long version) {
+  const std::string why = cudnn_attention_sequence_unsupported(T, version);
+  GPT_CHECK(why.empty(), "cuDNN backward attention: ", why);
+}
+
 // The largest head size the cuDNN flash-attention engines take in training (forward and backward), by
 // architecture: 256 on Hopper (compute capability 9.x), 128 on Ampere, Ada and Blackwell (cuDNN's published
 // support surface for fp16/bf16 SDPA: head sizes multiples of 8, at most 128, 256 on sm_90 for both passes).

@@ -146,13 +146,11 @@ cudnn_note=""
 find_cudnn() {  # after find_python: the wheel is found through $PY
   local d
   for d in /usr/local/cuda /usr/local/cuda/targets/x86_64-linux /usr; do
-    if [[ -f $d/include/cudnn_version.h ]] && compgen -G "$d/lib*/libcudnn.so*" >/dev/null; then
+    [[ -f $d/include/cudnn_version.h ]] || continue
+    if compgen -G "$d/lib*/libcudnn.so*" >/dev/null || compgen -G "$d/lib/x86_64-linux-gnu/libcudnn.so*" >/dev/null; then
       cudnn_note="system ($d)"; return 0
     fi
   done
-  if [[ -f /usr/include/cudnn_version.h ]] && compgen -G "/usr/lib/x86_64-linux-gnu/libcudnn.so*" >/dev/null; then
-    cudnn_note="system (/usr)"; return 0
-  fi
   if [[ -n $PY ]]; then
     d=$("$PY" -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null)
     if [[ -n $d && -f $d/include/cudnn_version.h ]] && compgen -G "$d/lib/libcudnn.so*" >/dev/null; then
@@ -291,10 +289,11 @@ fi
 #    libnvrtc.so.12 even in a CUDA 13 build.
 rt="$root/$build/runtime_libs"
 rm -rf "$rt" && mkdir -p "$rt"
+ld_cache=$(ldconfig -p 2>/dev/null)  # what the loader finds without help
 if [[ -n $blas_root ]]; then
   export LD_LIBRARY_PATH="$blas_root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   for lib in libgfortran.so.5 libquadmath.so.0 libgomp.so.1; do
-    ldconfig -p 2>/dev/null | grep -q "$lib" || ln -s "$blas_root/lib/runtime/$lib" "$rt/$lib"
+    grep -q "$lib" <<<"$ld_cache" || ln -s "$blas_root/lib/runtime/$lib" "$rt/$lib"
   done
 fi
 # torch's wheels: CUDA 12 ones put NVRTC in nvidia/cuda_nvrtc/lib, CUDA 13 ones in nvidia/cu13/lib.
@@ -306,7 +305,7 @@ for d in "${wheel_nvrtc[@]}" /usr/local/cuda/lib64 /usr/local/cuda/lib; do
   for f in "$d"/libnvrtc*.so.[0-9]*; do  # by file name: the loader asks for the soname, builtins for .so.13.0
     [[ -e $f ]] || continue
     major=$(basename "$f" | sed -E 's/(\.so\.[0-9]+).*/\1/')  # libnvrtc.so.13.0.88 -> libnvrtc.so.13
-    ldconfig -p 2>/dev/null | grep -qE "^[[:space:]]+${major//./\\.}[ .]" && continue
+    grep -qE "^[[:space:]]+${major//./\\.}[ .]" <<<"$ld_cache" && continue
     [[ ${nvrtc_from[$major]:-$d} == "$d" ]] || continue
     nvrtc_from[$major]=$d
     ln -sf "$f" "$rt/"

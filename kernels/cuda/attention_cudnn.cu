@@ -90,11 +90,8 @@ struct CudnnAttention::Impl {
     const SdpaKey key = sdpa_key(backward, l);
     auto it = plans.find(key);
     if (it != plans.end()) return it->second;
-    if (backward) {  // refused like a shape cuDNN cannot plan: --attention auto falls back (cuda_backend.cu)
-      const long long version = static_cast<long long>(cudnnGetVersion());
-      const std::string why = cudnn_attention_sequence_unsupported(l.q.dim[2], version);
-      GPT_CHECK(why.empty(), "cuDNN backward attention: ", why);
-    }
+    // Refused like a shape cuDNN cannot plan: --attention auto falls back (cuda_backend.cu).
+    if (backward) check_cudnn_attention_sequence(l.q.dim[2], static_cast<long long>(cudnnGetVersion()));
     Plan p = build_plan(handle, backward, l);
     return plans.emplace(key, std::move(p)).first->second;
   }
