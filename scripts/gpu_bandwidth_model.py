@@ -124,25 +124,25 @@ def backward_rows(r, d):
         gemm(bf * (E + 4 * C * C + 4 * E + 4 * E), 2 * N * C * 4 * C))
     add("backward", "GEMM fcproj dw", L, gemm(bf * (E + 4 * E) + 8 * 4 * C * C, 2 * N * C * 4 * C),
         gemm(bf * (E + 4 * E) + 8 * 4 * C * C, 2 * N * C * 4 * C))
-    add("backward", "bias grad fcproj (column sums of dres)", L, mem(bf * E, eb), mem(bf * E, eb))
+    add("backward", "bias grad fcproj (column sums of dres)", L, mem(bf * E, eb), mem(bf * E, ea))
     add("backward", "GELU backward pass", L, mem(bf * 12 * E, eb), None)
     add("backward", "GEMM fc dinp", L, gemm(bf * (4 * E + 4 * C * C + E), 2 * N * 4 * C * C),
         gemm(bf * (4 * E + 4 * C * C + E), 2 * N * 4 * C * C))
     add("backward", "GEMM fc dw", L, gemm(bf * (4 * E + E) + 8 * 4 * C * C, 2 * N * 4 * C * C),
         gemm(bf * (4 * E + E) + 8 * 4 * C * C, 2 * N * 4 * C * C))
-    add("backward", "bias grad fc (column sums of dfch)", L, mem(bf * 4 * E, eb), mem(bf * 4 * E, eb))
+    add("backward", "bias grad fc (column sums of dfch)", L, mem(bf * 4 * E, eb), mem(bf * 4 * E, ea))
     add("backward", "layernorm ln2 backward (before: 3 kernels)", L, mem(bf * 5 * E, eb), None)
     add("backward", "residual add of ln2's dinp", L, mem(bf * 3 * E, eb), None)
     add("backward", "layernorm ln2 backward into dres (fused)", L, None, mem(bf * 4 * E + 8 * 128 * 2 * C, ea))
     add("backward", "GEMM attproj dinp", L, gemm(bf * (2 * E + C * C), 2 * N * C * C), gemm(bf * (2 * E + C * C), 2 * N * C * C))
     add("backward", "GEMM attproj dw", L, gemm(bf * 2 * E + 8 * C * C, 2 * N * C * C), gemm(bf * 2 * E + 8 * C * C, 2 * N * C * C))
-    add("backward", "bias grad attproj", L, mem(bf * E, eb), mem(bf * E, eb))
+    add("backward", "bias grad attproj", L, mem(bf * E, eb), mem(bf * E, ea))
     add("backward", "attention backward (see attention rows)", L, None, None)
     add("backward", "GEMM qkv dinp", L, gemm(bf * (3 * E + 3 * C * C + E), 2 * N * 3 * C * C),
         gemm(bf * (3 * E + 3 * C * C + E), 2 * N * 3 * C * C))
     add("backward", "GEMM qkv dw", L, gemm(bf * (3 * E + E) + 8 * 3 * C * C, 2 * N * 3 * C * C),
         gemm(bf * (3 * E + E) + 8 * 3 * C * C, 2 * N * 3 * C * C))
-    add("backward", "bias grad qkv", L, mem(bf * 3 * E, eb), mem(bf * 3 * E, eb))
+    add("backward", "bias grad qkv", L, mem(bf * 3 * E, eb), mem(bf * 3 * E, ea))
     add("backward", "layernorm ln1 backward (before: 3 kernels)", L, mem(bf * 5 * E, eb), None)
     add("backward", "residual add of ln1's dinp", L, mem(bf * 3 * E, eb), None)
     add("backward", "layernorm ln1 backward into dres (fused)", L, None, mem(bf * 4 * E + 8 * 128 * 2 * C, ea))

@@ -59,8 +59,8 @@ __device__ __forceinline__ double warp_sum(double v) {
 // allow it: every pointer 16-byte aligned (aligned16) and, for row-wise kernels, a row length that keeps
 // each row aligned (C % 8 == 0 for bf16). The callers check both on the host and otherwise run the same
 // kernel's scalar path, which visits the same elements in the same order, so the two paths agree bit for
-// bit. What only a GPU run can confirm: that the compiler emits the 128-bit accesses (cuobjdump -sass shows
-// LDG.E.128 / STG.E.128) and the bandwidth they reach.
+// bit. tests/cuda/check_vector_ptx.sh checks without a GPU that the PTX for sm_90 keeps them 128-bit (.v4,
+// which PTX requires to be 16-byte aligned); what only a GPU run can show is the bandwidth they reach.
 constexpr int kVec = 8;  // bf16 per 16-byte vector
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }

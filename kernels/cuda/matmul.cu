@@ -37,8 +37,10 @@ namespace gpt::cuda {
 namespace {
 
 constexpr int kChunks = kBiasGradChunks;  // row chunks of the bias-gradient reduction (kernels/sizes.h)
-constexpr int kColTile = 32;  // columns per block
-constexpr int kRowThreads = 8;
+constexpr int kColThreads = 32;               // bias gradient: threads across the columns, kVec columns each
+constexpr int kRowThreads = 8;                // threads down one chunk's rows
+constexpr int kColTile = kColThreads * kVec;  // columns per block (256)
+static_assert(kColThreads * kRowThreads == kColTile, "the final sum takes one column of the tile per thread");
 
 // The preference of one heuristic query, destroyed on every path (an error included).
 struct LtPref {
@@ -89,23 +91,38 @@ void set_pref_alignment(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenc
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &a, sizeof(a)));
 }
 
-// Stage 1 of dbias: partials (kChunks, OC), each the sum of dout over one chunk's rows.
+// Stage 1 of dbias: partials (kChunks, OC), each the sum of dout over one chunk's rows. Chunk k's rows are
+// k kRowThreads + ty + j kChunks kRowThreads (j = 0, 1, ...): thread (tx, ty) sums its kVec columns over its
+// rows in row order, then each column adds the kRowThreads sums in ty order. The vector path (dout 16-byte
+// aligned, OC % 8 == 0) reads a row's kVec columns in one 16-byte load, the scalar path the same elements
+// one by one: the same sums in the same order, so the paths agree bit for bit. Unrolling the row loop keeps
+// several loads in flight per thread (the sums still run in row order).
+template <bool kVecPath>
 __global__ void bias_partials_kernel(float* partials, const bf16* dout, int N, int OC) {
-  __shared__ float s[kRowThreads][kColTile];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const int c = blockIdx.x * kColTile + tx;
-  const int chunk = blockIdx.y;
-  float sum = 0.0f;
-  if (c < OC) {
-    for (int r = chunk * kRowThreads + ty; r < N; r += kChunks * kRowThreads)
-      sum += to_f32(dout[static_cast<size_t>(r) * OC + c]);
+  __shared__ float s[kRowThreads][kColTile];  // per-thread column sums, 8 KB
+  const int tx = threadIdx.x, ty = threadIdx.y, chunk = blockIdx.y;
+  const int col0 = blockIdx.x * kColTile;
+  const int c = col0 + tx * kVec;
+  const int n = min(kVec, OC - c);  // this thread's columns inside the row (none when <= 0)
+  float sum[kVec] = {};
+  if (n > 0) {
+    const size_t step = static_cast<size_t>(kChunks) * kRowThreads;
+#pragma unroll 4
+    for (size_t r = static_cast<size_t>(chunk) * kRowThreads + ty; r < static_cast<size_t>(N); r += step) {
+      float x[kVec] = {};
+      load_row8<kVecPath>(x, dout + r * OC + c, n);
+#pragma unroll
+      for (int k = 0; k < kVec; k++) sum[k] += x[k];
+    }
   }
-  s[ty][tx] = sum;
+#pragma unroll
+  for (int k = 0; k < kVec; k++) s[ty][tx * kVec + k] = sum[k];
   __syncthreads();
-  if (ty == 0 && c < OC) {
+  const int j = ty * kColThreads + tx;  // one column of the tile per thread, coalesced writes
+  if (col0 + j < OC) {
     float t = 0.0f;
-    for (int k = 0; k < kRowThreads; k++) t += s[k][tx];
-    partials[static_cast<size_t>(chunk) * OC + c] = t;
+    for (int y = 0; y < kRowThreads; y++) t += s[y][j];
+    partials[static_cast<size_t>(chunk) * OC + col0 + j] = t;
   }
 }
 
@@ -129,8 +146,11 @@ __global__ void bias_reduce_kernel(float* dbias, const float* partials, int OC) 
 void bias_backward(float* dbias, const bf16* dout, int N, int OC, void* scratch, cudaStream_t stream) {
   if (dbias) {
     float* partials = static_cast<float*>(scratch);  // (kChunks, OC)
-    const dim3 grid(static_cast<unsigned>(ceil_div(OC, kColTile)), kChunks);
-    bias_partials_kernel<<<grid, dim3(kColTile, kRowThreads), 0, stream>>>(partials, dout, N, OC);
+    const dim3 grid(static_cast<unsigned>(ceil_div(OC, kColTile)), kChunks), block(kColThreads, kRowThreads);
+    if (aligned16(dout) && OC % kVec == 0)
+      bias_partials_kernel<true><<<grid, block, 0, stream>>>(partials, dout, N, OC);
+    else
+      bias_partials_kernel<false><<<grid, block, 0, stream>>>(partials, dout, N, OC);
     CUDA_CHECK_LAUNCH();
     const int threads = 256;
     bias_reduce_kernel<<<static_cast<unsigned>(ceil_div(OC, threads)), threads, 0, stream>>>(dbias, partials,

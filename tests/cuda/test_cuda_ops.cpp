@@ -420,5 +420,28 @@ TEST_F(CudaTwin, MatmulBackwardAccumulates) {
     for (bool full : {true, false}) check_matmul_backward(*gpu, *cpu, s, full, seed++);
 }
 
+// The bias gradient's vector path (dout 16-byte aligned, OC % 8 == 0) and its one-element path (dout one
+// element past a 16-byte boundary) sum the same elements in the same order, so they agree bit for bit.
+// OC = 264: one whole 256-column tile and a tile of 8; N = 600 rows: more than one pass of the 512-row chunks.
+TEST_F(CudaTwin, BiasGradientPathsAreBitIdentical) {
+  const int N = 600, C = 16, OC = 264;
+  Rng rng(150);
+  const auto dout = uniform_bf16(rng, static_cast<size_t>(N) * OC, -1, 1);
+  const auto inp = uniform_bf16(rng, static_cast<size_t>(N) * C, -1, 1);
+  const auto w = uniform_bf16(rng, static_cast<size_t>(OC) * C, -1, 1);
+  const auto db0 = uniform_f32(rng, OC, -1, 1);
+  Backend& be = *gpu;
+  auto run = [&](size_t offset) {
+    OffsetBuf bd = upload_compute_at(be, dout, offset);
+    DevBuf bi = upload_compute(be, inp), bw = upload_compute(be, w);
+    DevBuf gw = upload_f32(be, std::vector<float>(w.size(), 0.0f)), gb = upload_f32(be, db0);
+    be.matmul_backward(nullptr, gw.f32(), gb.f32(), bd.get(), bi.get(), bw.get(), N, C, OC);
+    return download_f32(be, gb.get(), OC);
+  };
+  const std::vector<float> vec = run(0);
+  EXPECT_NE(vec, db0) << "the bias gradient must change dbias";
+  EXPECT_EQ(run(1), vec) << "the one-element path (unaligned dout) must equal the vector path";
+}
+
 }  // namespace
 }  // namespace gpt::test
