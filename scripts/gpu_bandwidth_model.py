@@ -13,12 +13,12 @@ and sums the kernels (no overlap, no launch gaps: launches are asynchronous and 
 after this work, except where noted). MFU = the model's FLOPs per step (the trainer's formula: 6 n + 12 L C T
 per token, n = parameters without wpe) / (predicted step time * 989 TFLOP/s).
 
-BEFORE is main's kernels: 2-byte scalar accesses in every memory-bound kernel, residual and layernorm apart,
-layernorm backward in three kernels plus a residual add, GELU backward as its own pass, a forward-only
-classifier pass (and a host wait) in forward plus a two-read classifier pass in backward, the embedding
-gradient through fp32 atomics. Its attention is either path of main: `simple` (the default: (T, T) score
-and probability matrices in memory) or `fused` (main's flash-style WMMA kernels).
-AFTER is this branch's kernels (16-byte accesses, the fusions, one classifier pass, deterministic embedding
+BEFORE is the first CUDA backend's kernels: 2-byte scalar accesses in every memory-bound kernel, residual and
+layernorm apart, layernorm backward in three kernels plus a residual add, GELU backward as its own pass, a
+forward-only classifier pass (and a host wait) in forward plus a two-read classifier pass in backward, the
+embedding gradient through fp32 atomics. Its attention is either of its paths: `simple` (the default: (T, T)
+score and probability matrices in memory) or `fused` (the project's flash-style WMMA kernels).
+AFTER is the current kernels (16-byte accesses, the fusions, one classifier pass, deterministic embedding
 backward) with attention on a flash / cuDNN path, modelled as flash attention's traffic: Q, K, V read and O
 written once per layer plus the row log-sum-exp; backward reads Q, K, V, O, dO once, writes dQ, dK, dV once
 (and the dO.O row sums).
@@ -32,9 +32,9 @@ Efficiencies (assumptions, stated once here; --eta-before etc. change them):
   eta_gemm   = 0.75  cuBLASLt bf16 products: 790 TFLOP/s = 0.80 of 989 was measured on 8192^3 (KINDS.md);
                      these products are smaller (K = 768 or 3072).
   eta_flash  = 0.50  cuDNN / flash attention, head size 64, causal (FlashAttention-2 reaches ~50% on H100).
-  eta_wmma   = 0.25  main's own WMMA flash kernels (no wgmma, no TMA; an assumption, not a measurement).
-  eta_batched= 0.50  main's simple path: batched 1024 x 1024 x 64 products.
-Nothing here was measured on this branch: it is arithmetic to be set against a GPU run (scripts/gpu_check.sh).
+  eta_wmma   = 0.25  the project's own WMMA flash kernels (no wgmma, no TMA; an assumption, not a measurement).
+  eta_batched= 0.50  the simple path: batched 1024 x 1024 x 64 products.
+Nothing here was measured on a GPU: it is arithmetic to be set against a GPU run (scripts/gpu_check.sh).
 
 Usage: scripts/gpu_bandwidth_model.py [--eta-before X] [--eta-after X] [--eta-gemm X] [--eta-flash X] [--B 16]
        [--T 1024]    (prints markdown tables: docs/gpu_bandwidth_model.md is this output with its reading)
@@ -169,7 +169,7 @@ def attention_rows(d, eb, ea, eta_flash, eta_wmma, eta_batched):
     """The attention paths: simple (T x T matrices), fused (WMMA) and flash (cuDNN), forward and backward."""
     mem = Rows(eb, ea, None).mem
     T, E, bf, f4, BHTT, BHT, G = d.T, d.E, d.bf, d.f4, d.BHTT, d.BHT, d.G
-    # attention rows: simple (main default), fused (main), flash (after)
+    # attention rows: simple and fused (before), flash (after)
     att_simple_f = [
         ("split q,k,v head-major", mem(bf * 6 * E, eb)),
         ("S = q k^T (fp32 out)", (bf * 2 * E + f4 * BHTT, G, ea, eta_batched)),
@@ -264,8 +264,8 @@ def report(args):
                 mb += bb * L
                 mt += tt * L
         att[path] = (b, t, mb, mt)
-    for path, label, col in (("simple", "attention, main --attention simple (fwd+bwd)", "before"),
-                             ("fused", "attention, main --attention fused (fwd+bwd)", "before"),
+    for path, label, col in (("simple", "attention, BEFORE's --attention simple (fwd+bwd)", "before"),
+                             ("fused", "attention, BEFORE's --attention fused (fwd+bwd)", "before"),
                              ("flash", "attention, flash / cuDNN (fwd+bwd)", "after")):
         b, t = att[path][0], att[path][1]
         if col == "before":
@@ -285,10 +285,10 @@ def report(args):
     out.append("")
     out.append("| variant | bytes moved (GB) | memory-bound kernels (GB) | memory-bound kernels (ms) | predicted ms/step | MFU |")
     out.append("|---|---|---|---|---|---|")
-    for label, key, path in (("BEFORE, main, --attention simple", "before", "simple"),
-                             ("BEFORE, main, --attention fused", "before", "fused"),
-                             ("AFTER's kernels, main's --attention fused", "after", "fused"),
-                             ("AFTER, this branch + flash/cuDNN attention", "after", "flash")):
+    for label, key, path in (("BEFORE, --attention simple", "before", "simple"),
+                             ("BEFORE, --attention fused", "before", "fused"),
+                             ("AFTER's kernels, --attention fused", "after", "fused"),
+                             ("AFTER, --attention cudnn (flash)", "after", "flash")):
         b = tot[key][0] + att[path][0]
         t = tot[key][1] + att[path][1]
         mb = tot[key][2] + att[path][2]
