@@ -15,13 +15,16 @@ mkdir -p "$work"
 command -v c++filt >/dev/null || { echo "check_vector_ptx: c++filt (binutils) is needed to read kernel names" >&2; exit 1; }
 
 files=(adamw classifier encoder gelu layernorm matmul residual)
+pids=()
 for f in "${files[@]}"; do
+  rm -f "$work/$f.ptx"  # a failed nvcc leaves an old output in place: never read a stale one
   "$nvcc" -DGPT_WITH_CUDA=1 -I"$src" -O3 -DNDEBUG -arch=compute_90 --expt-relaxed-constexpr -std=c++17 \
     --ptx "$src/kernels/cuda/$f.cu" -o "$work/$f.ptx" &
+  pids+=($!)
 done
-wait_all=0
-for job in $(jobs -p); do wait "$job" || wait_all=1; done
-[ "$wait_all" = 0 ] || { echo "check_vector_ptx: nvcc failed to write PTX" >&2; exit 1; }
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+[ "$failed" = 0 ] || { echo "check_vector_ptx: nvcc failed to write PTX" >&2; exit 1; }
 
 # One line per kernel entry: "<128-bit loads> <128-bit stores> <demangled name without arguments>".
 table=$work/vector_access.txt

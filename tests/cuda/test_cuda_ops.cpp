@@ -420,9 +420,11 @@ TEST_F(CudaTwin, MatmulBackwardAccumulates) {
     for (bool full : {true, false}) check_matmul_backward(*gpu, *cpu, s, full, seed++);
 }
 
-// The bias gradient's vector path (dout 16-byte aligned, OC % 8 == 0) and its one-element path (dout one
-// element past a 16-byte boundary) sum the same elements in the same order, so they agree bit for bit.
-// OC = 264: one whole 256-column tile and a tile of 8; N = 600 rows: more than one pass of the 512-row chunks.
+// The bias gradient's vector path (dout 16-byte aligned, OC % 8 == 0) and its one-element path (dout four
+// elements, 8 bytes, past a 16-byte boundary) sum the same elements in the same order, so they agree bit for
+// bit. 8 bytes rather than 2: the same call's dw product reads dout too, and cuBLASLt's tensor-core kernels
+// take 8-byte aligned bf16 operands. OC = 264: one whole 256-column tile and a tile of 8; N = 600 rows: more
+// than one pass of the 512-row chunks.
 TEST_F(CudaTwin, BiasGradientPathsAreBitIdentical) {
   const int N = 600, C = 16, OC = 264;
   Rng rng(150);
@@ -440,7 +442,7 @@ TEST_F(CudaTwin, BiasGradientPathsAreBitIdentical) {
   };
   const std::vector<float> vec = run(0);
   EXPECT_NE(vec, db0) << "the bias gradient must change dbias";
-  EXPECT_EQ(run(1), vec) << "the one-element path (unaligned dout) must equal the vector path";
+  EXPECT_EQ(run(4), vec) << "the one-element path (dout 8-byte aligned) must equal the vector path";
 }
 
 }  // namespace
