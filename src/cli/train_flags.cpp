@@ -25,7 +25,7 @@ const char* kTrainFlagsHelp =
     "  --total-batch TOK    global batch in tokens (default B*T*ranks); sets gradient accumulation\n"
     "optimizer:\n"
     "  --steps N (100)  --lr F (6e-4)  --warmup N (0)  --min-lr-frac F (0.1)\n"
-    "  --weight-decay F (0.1, matrices only)  --grad-clip F (1.0, 0 = off)  --seed N (1337)\n"
+    "  --weight-decay F (0.1, matrices and embeddings)  --grad-clip F (1.0, 0 = off)  --seed N (1337)\n"
     "  --beta1 F (0.9)  --beta2 F (0.95)   AdamW's moment decays, in [0, 0.9999]\n"
     "  --init gpt2|width    weight matrices N(0, 0.02) as GPT-2 (default), or N(0, 0.02*sqrt(768/C)): the\n"
     "                       1/sqrt(fan-in) rule, GPT-2's own std at C = 768; small models train steadier\n"

@@ -82,8 +82,12 @@ int env_int(const char* name) {
 std::unique_ptr<Communicator> make_single_communicator() { return std::make_unique<SingleCommunicator>(); }
 
 int launcher_world_size() {
-  int n = env_int("OMPI_COMM_WORLD_SIZE");
-  return n > 0 ? n : env_int("PMI_SIZE");
+  if (int n = env_int("OMPI_COMM_WORLD_SIZE"); n > 0) return n;
+  if (int n = env_int("PMI_SIZE"); n > 0) return n;
+  if (std::getenv("PMIX_RANK") == nullptr) return 0;
+  // A PMIx launcher (srun --mpi=pmix) puts no size in the environment; Slurm's step size, else "some".
+  const int slurm = env_int("SLURM_STEP_NUM_TASKS");
+  return slurm > 0 ? slurm : 1;
 }
 
 #ifndef GPT_WITH_MPI

@@ -10,8 +10,10 @@ namespace gpt {
 // A world-size-1 communicator over host memory: collectives are copies, the ledger counts calls at 0 bytes.
 std::unique_ptr<Communicator> make_single_communicator();
 
-// The world size announced by an MPI launcher in the environment (OMPI_COMM_WORLD_SIZE from OpenMPI's
-// mpiexec, PMI_SIZE from MPICH/Hydra), or 0 when the process was not started by a launcher.
+// The world size announced by an MPI launcher in the environment, or 0 when the process was not started by
+// one: OMPI_COMM_WORLD_SIZE (OpenMPI's mpiexec), PMI_SIZE (MPICH/Hydra and other PMI launchers), or, where
+// only PMIX_RANK says a PMIx launcher started the process (Slurm's srun --mpi=pmix), SLURM_STEP_NUM_TASKS, or
+// 1 when no size is given (MPI_Init then tells the real one).
 int launcher_world_size();
 
 }  // namespace gpt

@@ -271,7 +271,7 @@ TEST(ReduceDtype, TrainingTracksTheFp32Reduction) {
 TEST(ReduceDtype, FlagIsListedAndValidated) {
   if (world().rank() != 0) return;  // one process is enough, and no collective follows
   // the child must not believe it is an MPI rank: without the launcher's size variables it runs alone
-  const std::string gpt = "env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE OMP_NUM_THREADS=1 timeout 60 " + gpt_binary();
+  const std::string gpt = "env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u PMIX_RANK OMP_NUM_THREADS=1 timeout 60 " + gpt_binary();
   std::string out;
   EXPECT_EQ(run_command(gpt + " train --help", &out), 0) << out;
   EXPECT_NE(out.find("--reduce-dtype fp32|bf16"), std::string::npos) << out;

@@ -1,7 +1,8 @@
 // The whole model against an independent PyTorch implementation (scripts/make_golden.py, fixture in
 // tests/fixtures/golden_d2): same weights and tokens must give the same loss (1e-5 relative), the same
 // gradients (1e-4 relative, with an absolute floor for analytically-zero entries), and the same losses
-// over 10 AdamW steps with weight decay on matrices only and global-norm clipping.
+// over 10 AdamW steps with weight decay on the matrices and embeddings (not biases or layernorms) and
+// global-norm clipping.
 #include <gtest/gtest.h>
 
 #include <cmath>
