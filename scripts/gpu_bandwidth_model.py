@@ -34,7 +34,8 @@ Efficiencies (assumptions, stated once here; --eta-before etc. change them):
   eta_flash  = 0.50  cuDNN / flash attention, head size 64, causal (FlashAttention-2 reaches ~50% on H100).
   eta_wmma   = 0.25  the project's own WMMA flash kernels (no wgmma, no TMA; an assumption, not a measurement).
   eta_batched= 0.50  the simple path: batched 1024 x 1024 x 64 products.
-Nothing here was measured on a GPU: it is arithmetic to be set against a GPU run (scripts/gpu_check.sh).
+No step of gpt was measured on a GPU: the step times are arithmetic to be set against a GPU run
+(scripts/gpu_check.sh).
 
 Usage: scripts/gpu_bandwidth_model.py [--eta-before X] [--eta-after X] [--eta-gemm X] [--eta-flash X] [--B 16]
        [--T 1024]    (prints markdown tables: docs/gpu_bandwidth_model.md is this output with its reading)

@@ -51,7 +51,7 @@ def main_guard(fn):
 
 
 def base_parser(name, description):
-    p = argparse.ArgumentParser(prog=f"{name}.py", description=description)
+    p = argparse.ArgumentParser(description=description)  # prog: the script's own file name, for its errors
     p.add_argument("--gpt", default="build/gpt", help="path of the gpt binary (default build/gpt)")
     p.add_argument("--out", default=None, help=f"output folder (default docs/results/{name})")
     p.add_argument("--quick", action="store_true", help="a fast mode (seconds to a minute) that still writes the CSV")
