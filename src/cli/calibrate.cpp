@@ -352,6 +352,7 @@ void print_calibration(const std::string& out, int N, int threads, double second
 
 void run_calibration(Communicator& world, const std::string& out, bool quick, bool json) {
   GPT_CHECK(!out.empty(), "gpt bench --calibrate: give --out FILE (the hardware file to write or update)");
+  GPT_CHECK(!std::filesystem::is_directory(out), "gpt bench --calibrate --out ", out, ": is a directory; give a file path");
   const int N = world.world();
   const int threads = cpu::max_threads();
   const int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);

@@ -98,6 +98,15 @@ static void compare_levers(const TrainOptions& base, Communicator& world, bool j
   }
 }
 
+// bench times Trainer::step on random tokens: the run loop's data, evaluations, samples, files and trace never
+// happen, so asking for them is an error rather than a silent no-op.
+static void refuse_run_loop_flags(const Flags& f) {
+  for (const char* flag : {"--train", "--val", "--val-every", "--val-batches", "--sample-every", "--sample-tokens",
+                           "--temperature", "--top-k", "--save-every", "--keep", "--out", "--resume", "--metrics",
+                           "--trace"})
+    GPT_CHECK(!f.has(flag), "gpt bench: ", flag, " has no effect here (bench times steps on random tokens)");
+}
+
 int cmd_bench(int argc, char** argv, Communicator& world) {
   Flags f("bench", argc, argv, {"--resume", "--no-sync", "--quiet", "--json", "--compare-levers", "--no-preflight", "--calibrate", "--quick"});
   if (f.help()) {
@@ -135,6 +144,7 @@ int cmd_bench(int argc, char** argv, Communicator& world) {
     return 0;
   }
   TrainOptions o = parse_train_flags(f, "d12");
+  refuse_run_loop_flags(f);
   o.command = "bench";
   if (!f.has("--steps")) o.steps = 5;
   if (!f.has("--tokenizer")) o.tokenizer = "none";

@@ -28,6 +28,7 @@ int cmd_import(int argc, char** argv, Communicator& world) {
   const std::string from = f.required("--from"), out = f.required("--out");
   const int n_head = f.i32("--n-head", 0, 1, 1 << 16);
   f.finish();
+  check_output_file("--out", out, "--from", from);
   HfImport r = import_hf_gpt2(from, n_head);
   const Layout layout(r.weights.config);
   std::vector<const float*> ptrs;

@@ -205,6 +205,14 @@ static void resolve_attention(MemPlanInput& in, const std::string& attention, De
   }
 }
 
+// Flags that only one report reads: given without it they would change nothing, so they are an error.
+void check_report_flags(const Flags& f, bool time, bool sweep) {
+  for (const char* flag : {"--hardware", "--ranks-per-node", "--threads-per-rank"})
+    GPT_CHECK(time || sweep || !f.has(flag), "gpt memplan: ", flag, " is read only with --time or --sweep");
+  for (const char* flag : {"--sweep-world", "--sweep-shard", "--sweep-scaling"})
+    GPT_CHECK(sweep || !f.has(flag), "gpt memplan: ", flag, " is read only with --sweep");
+}
+
 int cmd_memplan(int argc, char** argv, Communicator& world) {
   Flags f("memplan", argc, argv, {"--no-sync", "--json", "--zero-table", "--time", "--sweep"});
   if (f.help()) {
@@ -245,6 +253,7 @@ int cmd_memplan(int argc, char** argv, Communicator& world) {
   GPT_CHECK(scaling == "weak" || scaling == "strong", "--sweep-scaling: expected weak or strong, got '", scaling, "'");
   sw.weak = scaling == "weak";
   f.finish();
+  check_report_flags(f, time, sweep);
   GPT_CHECK(!(zero && !budget.empty()), "gpt memplan: --budget and --zero-table are separate reports, give one");
   resolve_attention(in, attention, device, budget.empty() && !zero);
   GPT_CHECK(!(time || sweep) || !hw_path.empty(), "gpt memplan --time/--sweep: give --hardware FILE (data/hardware/*.json, ",

@@ -70,6 +70,9 @@ int cmd_eval(int argc, char** argv, Communicator& world) {
   f.finish();
   LoadedModel m = load_for_inference(model_path, device, world, B, T, skip, "eval");
   DataLoader loader(val, B, T, 0, 1, m.model->config().vocab_size);
+  const int64_t available = loader.batches_per_pass();
+  GPT_CHECK(batches <= available, "--batches ", batches, ": ", val, " holds ", available, " batches of B*T = ",
+            (int64_t)B * T, " tokens, so more would count some twice");
   std::vector<int> in((size_t)B * T), tg(in.size());
   double sum = 0;
   for (int i = 0; i < batches; i++) {
@@ -90,7 +93,7 @@ int cmd_sample(int argc, char** argv, Communicator& world) {
     return 0;
   }
   const std::string model_path = f.required("--model");
-  const std::string prompt = f.str("--prompt", "");
+  const std::string prompt = f.text("--prompt", "");
   const int tokens = f.i32("--tokens", 128, 1, 1 << 20);
   SampleParams sp;
   sp.temperature = (float)f.f64("--temperature", 1.0, 0, 100);
@@ -124,7 +127,7 @@ int cmd_tokenize(int argc, char** argv, Communicator& world) {
   Flags f("tokenize", argc, argv, {"--progress"});
   if (f.help()) {
     std::printf("usage: gpt tokenize --input FILE|DIR --out DIR [--tokenizer gpt2|byte] [--val-fraction 0.1]\n"
-                "                    [--shard-size TOKENS] [--data-dir data] [--progress]\n"
+                "                    [--shard-size TOKENS (>= 1024)] [--data-dir data] [--progress]\n"
                 "Writes llm.c token shards train_*.bin and val_*.bin (EOT between documents).\n");
     return 0;
   }
@@ -133,7 +136,7 @@ int cmd_tokenize(int argc, char** argv, Communicator& world) {
   o.out_dir = f.required("--out");
   o.tokenizer = f.str("--tokenizer", "gpt2");
   o.val_fraction = f.f64("--val-fraction", 0.1, 0, 0.999999);
-  o.shard_size = f.i64("--shard-size", 100000000, 1, 2147483647);
+  o.shard_size = f.i64("--shard-size", 100000000, 1024, 2147483647);  // fewer: thousands of tiny files
   o.data_dir = f.str("--data-dir", default_data_dir());
   o.force_progress = f.on("--progress");
   f.finish();
@@ -159,6 +162,7 @@ int cmd_export(int argc, char** argv, Communicator& world) {
   f.finish();
   GPT_CHECK(format == "bin" || format == "safetensors", "gpt export: --format must be bin or safetensors, got '",
             format, "'");
+  check_output_file("--out", out, "--from", from);
   GPTConfig config;
   std::vector<std::vector<float>> units;
   std::error_code ec;
@@ -168,8 +172,12 @@ int cmd_export(int argc, char** argv, Communicator& world) {
     config = w.config;
     units = std::move(w.units);
   } else {
+    GPT_CHECK(std::filesystem::is_directory(from, ec), "--from ", from,
+              ": no such model file, run directory or checkpoint directory");
     std::string ckpt = find_latest_checkpoint(from);
     if (ckpt.empty()) ckpt = from;  // maybe a checkpoint directory itself
+    GPT_CHECK(std::filesystem::exists(ckpt + "/manifest.txt", ec), "--from ", from,
+              ": a directory with no checkpoint in it (no ckpt_* with a manifest.txt, and no manifest.txt of its own)");
     preflight_host_bytes(world, 4 * checkpoint_config(ckpt).num_params(), "export", skip);
     ConsolidatedModel m = consolidate_checkpoint(ckpt);
     from = ckpt;

@@ -16,7 +16,8 @@ class Flags {
 
   bool has(const std::string& name) const;
   bool help() const { return help_; }
-  std::string str(const std::string& name, const std::string& def);
+  std::string str(const std::string& name, const std::string& def);   // a given value must not be empty
+  std::string text(const std::string& name, const std::string& def);  // free text: may be empty
   std::string required(const std::string& name);
   int64_t i64(const std::string& name, int64_t def, int64_t lo, int64_t hi);
   int i32(const std::string& name, int def, int lo, int hi) { return (int)i64(name, def, lo, hi); }
@@ -27,9 +28,18 @@ class Flags {
 
  private:
   std::string cmd_;
+  // The flag's value when given, or nullptr; marks the flag as known and rejects one given with no value.
+  const std::string* given(const std::string& name);
+
   std::map<std::string, std::string> vals_;
+  std::set<std::string> missing_value_;  // flags that ended the command line without a value
   std::set<std::string> used_;
   bool help_ = false;
 };
+
+// An output file flag's checks before any work: not a directory, and not the input file itself (the write
+// would replace what is being read).
+void check_output_file(const std::string& flag, const std::string& path, const std::string& input_flag,
+                       const std::string& input);
 
 }  // namespace gpt

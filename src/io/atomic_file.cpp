@@ -116,6 +116,12 @@ void write_file_atomic(const std::string& path, const void* data, size_t bytes) 
   w.commit();
 }
 
+void check_writable(const std::string& flag, const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "a");
+  GPT_CHECK(f != nullptr, flag, " ", path, ": cannot be written (", std::strerror(errno), ")");
+  std::fclose(f);
+}
+
 std::string read_file(const std::string& path) {
   FILE* f = std::fopen(path.c_str(), "rb");
   GPT_CHECK(f != nullptr, "cannot open ", path, ": ", std::strerror(errno));

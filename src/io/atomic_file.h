@@ -29,6 +29,9 @@ class AtomicWriter {
 
 // Whole-buffer convenience.
 void write_file_atomic(const std::string& path, const void* data, size_t bytes);
+// Checks that path can be opened for appending (creating it when absent); throws gpt::Error naming the flag,
+// the path and the reason otherwise (a missing or read-only directory, a directory in its place).
+void check_writable(const std::string& flag, const std::string& path);
 // Reads a whole file; throws gpt::Error naming the path when it can't be read.
 std::string read_file(const std::string& path);
 // CRC-32 (IEEE) continuing from `crc` (start with 0).

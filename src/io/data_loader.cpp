@@ -178,6 +178,12 @@ void DataLoader::set_position(const DataPosition& p) {
   m.normalize();
 }
 
+int64_t DataLoader::batches_per_pass() const {
+  int64_t n = 0;  // a shard's batches start at 0, global, 2 global, ... while one more token follows the batch
+  for (int64_t t : impl_->ntok) n += (t - 1) / impl_->global;
+  return n;
+}
+
 int64_t DataLoader::total_tokens() const {
   int64_t n = 0;
   for (int64_t t : impl_->ntok) n += t;

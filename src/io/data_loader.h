@@ -34,6 +34,7 @@ class DataLoader {
   DataPosition position() const;
   void set_position(const DataPosition& p);  // validated
   int64_t total_tokens() const;              // over all shards
+  int64_t batches_per_pass() const;          // distinct global micro-batches before the data repeats
   const std::vector<std::string>& files() const;
 
  private:

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -30,6 +31,8 @@ struct Slab {
   int unit;
   int64_t offset;  // element offset inside the unit
   int64_t numel;
+  const char* name;  // the file's tensor name
+  int layer;         // its layer, or -1 outside the blocks
 };
 
 // The file's tensor order expressed in our units.
@@ -41,18 +44,18 @@ std::vector<Slab> file_order(const Layout& layout) {
   const UnitSpec& embed = layout.unit(layout.embed_unit());
   for (const char* n : {"wte", "wpe"}) {
     const TensorSpec& t = embed.tensor(n);
-    slabs.push_back({layout.embed_unit(), t.offset, t.numel});
+    slabs.push_back({layout.embed_unit(), t.offset, t.numel, n, -1});
   }
   for (const char* n : kBlockTensors) {
     for (int l = 0; l < L; l++) {
       const TensorSpec& t = layout.unit(layout.block_unit(l)).tensor(n);
-      slabs.push_back({layout.block_unit(l), t.offset, t.numel});
+      slabs.push_back({layout.block_unit(l), t.offset, t.numel, n, l});
     }
   }
   const UnitSpec& head = layout.unit(layout.head_unit());
   for (const char* n : {"lnfw", "lnfb"}) {
     const TensorSpec& t = head.tensor(n);
-    slabs.push_back({layout.head_unit(), t.offset, t.numel});
+    slabs.push_back({layout.head_unit(), t.offset, t.numel, n, -1});
   }
   return slabs;
 }
@@ -139,6 +142,16 @@ GPTConfig read_model_file_config(const std::string& path) {
   return cfg;
 }
 
+// A weight that is NaN or infinite would train or evaluate to NaN without saying why: refuse the file.
+void check_finite(const float* x, const Slab& s, const std::string& path) {
+  for (int64_t i = 0; i < s.numel; i++) {
+    if (std::isfinite(x[i])) continue;
+    const std::string where = s.layer < 0 ? std::string(s.name) : str(s.name, " of layer ", s.layer);
+    fail(path, ": tensor ", where, " holds a non-finite value (", x[i], ") at element ", i,
+         "; the file is damaged or was saved from a diverged run");
+  }
+}
+
 ModelWeights load_model_file(const std::string& path) {
   ModelWeights w;
   bool bf16 = false;
@@ -146,8 +159,11 @@ ModelWeights load_model_file(const std::string& path) {
   Layout layout(w.config);
   w.units.resize(layout.num_units());
   for (int u = 0; u < layout.num_units(); u++) w.units[u].assign((size_t)layout.unit(u).numel, 0.0f);
-  for (const Slab& s : file_order(layout))
-    read_elements(f.get(), w.units[s.unit].data() + s.offset, s.numel, bf16, path);
+  for (const Slab& s : file_order(layout)) {
+    float* dst = w.units[s.unit].data() + s.offset;
+    read_elements(f.get(), dst, s.numel, bf16, path);
+    check_finite(dst, s, path);
+  }
   return w;
 }
 

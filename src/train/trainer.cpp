@@ -9,6 +9,7 @@
 
 #include "src/core/check.h"
 #include "src/dist/collective_check.h"
+#include "src/io/atomic_file.h"
 #include "src/io/model_file.h"
 #include "src/runtime/preflight_run.h"
 #include "src/train/config_hash.h"
@@ -21,6 +22,7 @@ Trainer::Trainer(const TrainOptions& opt, Communicator& world) : opt_(opt), worl
   check_batch();
   rt_ = make_runtime(world_, opt_.device, opt_.attention, opt_.model.channels, opt_.model.num_heads);
   open_data();       // bad input is reported before anything else is printed
+  check_output_paths();
   load_tokenizer();
   find_checkpoint();
   preflight(world_, backend(), plan_input(), opt_.command, opt_.no_preflight, !opt_.quiet);
@@ -68,15 +70,31 @@ void Trainer::make_model_and_engine() {
 void Trainer::open_data() {
   inputs_.resize((size_t)opt_.B * opt_.T);
   targets_.resize(inputs_.size());
-  if (opt_.train_pattern.empty()) return;
-  collective_check(world_, "training data", [&] {
+  auto open = [&](const std::string& pattern, const char* flag) {
+    std::unique_ptr<DataLoader> loader;
     try {
-      train_loader_ = std::make_unique<DataLoader>(opt_.train_pattern, opt_.B, opt_.T, world_.rank(), world_.world(),
-                                                   opt_.model.vocab_size);
+      loader = std::make_unique<DataLoader>(pattern, opt_.B, opt_.T, world_.rank(), world_.world(), opt_.model.vocab_size);
     } catch (const Error& e) {
-      fail("--train: ", e.what());
+      fail(flag, ": ", e.what());
     }
+    return loader;
+  };
+  if (!opt_.train_pattern.empty())
+    collective_check(world_, "training data", [&] { train_loader_ = open(opt_.train_pattern, "--train"); });
+  if (opt_.val_pattern.empty()) return;
+  collective_check(world_, "validation data", [&] {  // checked now, not at the first evaluation hours later
+    val_loader_ = open(opt_.val_pattern, "--val");
+    const int64_t n = val_loader_->batches_per_pass();
+    GPT_CHECK(opt_.val_batches <= n, "--val-batches ", opt_.val_batches, ": ", opt_.val_pattern, " holds ", n,
+              " batches of B*T*ranks = ", (int64_t)opt_.B * opt_.T * world_.world(),
+              " tokens, so more would count some twice");
   });
+}
+
+// --trace and --metrics are written during and after the run: a path that cannot be written stops it now.
+void Trainer::check_output_paths() {
+  if (!opt_.trace_path.empty()) check_writable("--trace", opt_.trace_path);
+  if (!opt_.metrics_path.empty() && world_.rank() == 0) check_writable("--metrics", opt_.metrics_path);
 }
 
 void Trainer::load_tokenizer() {
@@ -96,14 +114,7 @@ void Trainer::set_schedule() {
 }
 
 void Trainer::start_instruments() {
-  if (!opt_.trace_path.empty()) {
-    // A bad trace path is reported, and the run goes on without a trace.
-    try {
-      trace::start(opt_.trace_path, world_.rank());
-    } catch (const Error& e) {
-      std::fprintf(stderr, "error: %s; training continues without a trace\n", e.what());
-    }
-  }
+  if (!opt_.trace_path.empty()) trace::start(opt_.trace_path, world_.rank());  // an unwritable path stops here
   peak_ = mfu_peak(backend(), opt_.peak_tflops);
   if (!opt_.metrics_path.empty() && world_.rank() == 0) {
     metrics_ = std::fopen(opt_.metrics_path.c_str(), progress_.step > 0 ? "a" : "w");
@@ -208,11 +219,11 @@ StepStats Trainer::step() {
 }
 
 float Trainer::evaluate(int batches) {
-  GPT_CHECK(!opt_.val_pattern.empty(), "eval: --val data is required");
-  DataLoader val(opt_.val_pattern, opt_.B, opt_.T, world_.rank(), world_.world(), opt_.model.vocab_size);
+  GPT_CHECK(val_loader_, "eval: --val data is required");
+  val_loader_->reset();
   double sum = 0;
   for (int i = 0; i < batches; i++) {
-    val.next_batch(inputs_.data(), targets_.data());
+    val_loader_->next_batch(inputs_.data(), targets_.data());
     sum += model_->forward(inputs_.data(), targets_.data(), opt_.B, opt_.T, *engine_);
   }
   const double mean = sum / batches;

@@ -69,6 +69,7 @@ class Trainer {
   bool stop_requested();
   void finish_trace();
   void print_startup_report();
+  void check_output_paths();
   void report_memory();
   void log_step(const StepStats& s);
   void maybe_write_metrics(const StepStats& s, float val_loss);
@@ -79,6 +80,7 @@ class Trainer {
   std::unique_ptr<GPT> model_;
   std::unique_ptr<FsdpEngine> engine_;
   std::unique_ptr<DataLoader> train_loader_;
+  std::unique_ptr<DataLoader> val_loader_;  // --val, opened and checked at start; each evaluation starts at 0
   std::unique_ptr<Tokenizer> tokenizer_;
   LrSchedule lr_;
   std::string resume_from_;  // --resume: the verified checkpoint directory, or ""

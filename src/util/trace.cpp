@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -80,10 +79,7 @@ bool on() { return st().on; }
 
 void start(const std::string& path, int rank) {
   State& s = st();
-  {
-    std::ofstream probe(path, std::ios::app);
-    GPT_CHECK(probe.good(), "--trace ", path, ": cannot be written (check the directory exists and is writable)");
-  }
+  check_writable("--trace", path);
   s.on = true;
   s.rank = rank;
   s.path = path;

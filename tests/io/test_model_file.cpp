@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <functional>
 #include <random>
 #include <string>
@@ -160,7 +161,7 @@ TEST(ModelFile, SaveLoadRoundTripIsBitExact) {
   }
   units[0][0] = -0.0f;
   units[0][1] = 1e-40f;  // denormal
-  units[1][2] = INFINITY;
+  units[1][2] = std::numeric_limits<float>::max();  // the largest finite value (non-finite ones are refused)
   gpt::save_model_file(path, layout, ptrs);
   gpt::ModelWeights w = gpt::load_model_file(path);
   EXPECT_TRUE(w.config == cfg);
@@ -168,6 +169,30 @@ TEST(ModelFile, SaveLoadRoundTripIsBitExact) {
   for (size_t u = 0; u < units.size(); u++) {
     ASSERT_EQ(w.units[u].size(), units[u].size());
     EXPECT_EQ(std::memcmp(w.units[u].data(), units[u].data(), units[u].size() * 4), 0) << "unit " << u;
+  }
+}
+
+// A weight that is NaN or infinite is refused on load, naming the file, the tensor and its layer.
+TEST(ModelFile, NonFiniteWeightsAreRefused) {
+  const std::string path = gpt::test::scratch_dir() + "/inf.bin";
+  gpt::GPTConfig cfg = small_config();
+  gpt::Layout layout(cfg);
+  std::vector<std::vector<float>> units(layout.num_units());
+  std::vector<const float*> ptrs;
+  for (int u = 0; u < layout.num_units(); u++) {
+    units[u].assign(layout.unit(u).numel, 0.5f);
+    ptrs.push_back(units[u].data());
+  }
+  const gpt::TensorSpec& fcw = layout.unit(layout.block_unit(1)).tensor("fcw");
+  units[layout.block_unit(1)][fcw.offset + 3] = -INFINITY;
+  gpt::save_model_file(path, layout, ptrs);
+  try {
+    gpt::load_model_file(path);
+    ADD_FAILURE() << "a file with an infinite weight loaded";
+  } catch (const gpt::Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("inf.bin: tensor fcw of layer 1 holds a non-finite value (-inf) at element 3"), std::string::npos)
+        << msg;
   }
 }
 
