@@ -16,19 +16,9 @@ namespace {
 
 const char* kTiny = "train --n-layer 2 --n-head 2 --d-model 32 --seq-len 32 --tokenizer byte -B 2 -T 32 --sample-tokens 0 ";
 
-std::string data_dir() {
-  static const std::string d = [] {
-    const std::string dir = shared_scratch_dir("data");
-    CliResult r = run_gpt("tokenize --tokenizer byte --input " + source_dir() + "/data/tinyshakespeare/input.txt --out " + dir);
-    EXPECT_EQ(r.code, 0) << r.out;
-    return dir;
-  }();
-  return d;
-}
-
 // A model file written by gpt train --steps 0 (initial weights), under dir.
 std::string make_model(const std::string& dir) {
-  CliResult r = run_gpt(std::string(kTiny) + "--steps 0 --quiet --train '" + data_dir() + "/train_*.bin' --out " + dir);
+  CliResult r = run_gpt(std::string(kTiny) + "--steps 0 --quiet --train '" + shakespeare_byte_dir() + "/train_*.bin' --out " + dir);
   EXPECT_EQ(r.code, 0) << r.out;
   return dir + "/model.bin";
 }
@@ -47,7 +37,7 @@ TEST(BadInput, FlagsThatWouldChangeNothingAreRefused) {
   expect_gpt_error("memplan --config d2 --hardware " + source_dir() + "/data/hardware/h100.json",
                    "--hardware is read only with --time or --sweep");
   expect_gpt_error("memplan --config d2 --sweep-shard full", "--sweep-shard is read only with --sweep");
-  expect_gpt_error("bench --config d2 -B 1 -T 8 --val '" + data_dir() + "/val_*.bin'", "gpt bench: --val has no effect");
+  expect_gpt_error("bench --config d2 -B 1 -T 8 --val '" + shakespeare_byte_dir() + "/val_*.bin'", "gpt bench: --val has no effect");
   expect_gpt_error("bench --config d2 -B 1 -T 8 --trace t.json", "gpt bench: --trace has no effect");
 }
 
@@ -65,14 +55,14 @@ TEST(BadInput, OutputFilesAreChecked) {
 }
 
 TEST(BadInput, ValidationDataIsCheckedBeforeTraining) {
-  const std::string dir = scratch_dir(), train = "--train '" + data_dir() + "/train_*.bin' --steps 1 ";
+  const std::string dir = scratch_dir(), train = "--train '" + shakespeare_byte_dir() + "/train_*.bin' --steps 1 ";
   expect_gpt_error(std::string(kTiny) + train + "--out " + dir + "/a --val '/nonexistent/val_*.bin'", "--val");
   EXPECT_FALSE(std::filesystem::exists(dir + "/a/model.bin")) << "no step may run";
   // 1.1 MB of bytes, a tenth for validation: a few thousand batches of 64 tokens, not a million
-  expect_gpt_error(std::string(kTiny) + train + "--val '" + data_dir() + "/val_*.bin' --val-batches 1000000",
+  expect_gpt_error(std::string(kTiny) + train + "--val '" + shakespeare_byte_dir() + "/val_*.bin' --val-batches 1000000",
                    "--val-batches 1000000");
   const std::string model = make_model(dir + "/run");
-  expect_gpt_error("eval --model " + model + " --val '" + data_dir() + "/val_*.bin' -B 4 -T 32 --batches 1000000",
+  expect_gpt_error("eval --model " + model + " --val '" + shakespeare_byte_dir() + "/val_*.bin' -B 4 -T 32 --batches 1000000",
                    "--batches 1000000");
 }
 
@@ -83,10 +73,10 @@ TEST(BadInput, ModelFilesWithNonFiniteWeightsAreRefused) {
   std::memcpy(&bytes[1024 + 4 * 100], &nan, sizeof nan);  // wte, element 100 (after the 256 x int32 header)
   const std::string bad = dir + "/nan.bin";
   write_file_atomic(bad, bytes.data(), bytes.size());
-  expect_gpt_error("eval --model " + bad + " --val '" + data_dir() + "/val_*.bin' -T 32",
+  expect_gpt_error("eval --model " + bad + " --val '" + shakespeare_byte_dir() + "/val_*.bin' -T 32",
                    "nan.bin: tensor wte holds a non-finite");
   // --init-from reads the weights after the one-line startup report: the error is the last line
-  const CliResult r = run_gpt(std::string(kTiny) + "--steps 1 --train '" + data_dir() + "/train_*.bin' --init-from " + bad);
+  const CliResult r = run_gpt(std::string(kTiny) + "--steps 1 --train '" + shakespeare_byte_dir() + "/train_*.bin' --init-from " + bad);
   EXPECT_TRUE(r.code != 0 && r.code < 128) << r.code << "\n" << r.out;
   const size_t last = r.out.rfind("error: ");
   ASSERT_NE(last, std::string::npos) << r.out;

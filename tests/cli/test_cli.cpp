@@ -14,21 +14,10 @@
 namespace gpt::test {
 namespace {
 
-// Byte-level Tiny Shakespeare shards, made once per test binary run.
-std::string shakespeare_dir() {
-  static std::string dir;
-  if (dir.empty()) {
-    dir = scratch_dir() + "/../ts";
-    CliResult r = run_gpt("tokenize --tokenizer byte --input " + source_dir() + "/data/tinyshakespeare/input.txt --out " + dir);
-    EXPECT_EQ(r.code, 0) << r.out;
-  }
-  return dir;
-}
-
 const char* kTiny = "--n-layer 2 --n-head 2 --d-model 32 --seq-len 32 --tokenizer byte -B 2 -T 32 ";
 
 TEST(Cli, TrainEvalSampleExportRoundTrip) {
-  const std::string d = shakespeare_dir(), out = scratch_dir();
+  const std::string d = shakespeare_byte_dir(), out = scratch_dir();
   CliResult t = run_gpt(std::string("train ") + kTiny + "--steps 3 --train '" + d + "/train_*.bin' --val '" + d +
                  "/val_*.bin' --val-batches 2 --sample-tokens 8 --out " + out + "/run --metrics " + out + "/m.jsonl");
   ASSERT_EQ(t.code, 0) << t.out;
@@ -52,7 +41,7 @@ TEST(Cli, TrainEvalSampleExportRoundTrip) {
 // An unwritable --trace stops the run before its first step, as an unwritable --metrics does: a run that
 // was asked for a trace must not end hours later without one.
 TEST(Cli, UnwritableTraceStopsTheRunBeforeItsFirstStep) {
-  const std::string d = shakespeare_dir(), out = scratch_dir();
+  const std::string d = shakespeare_byte_dir(), out = scratch_dir();
   expect_gpt_error(std::string("train ") + kTiny + "--steps 2 --sample-tokens 0 --train '" + d + "/train_*.bin' --out " +
                        out + "/run --trace /nonexistent-dir/trace.json",
                    "--trace /nonexistent-dir/trace.json");
@@ -62,7 +51,7 @@ TEST(Cli, UnwritableTraceStopsTheRunBeforeItsFirstStep) {
 // --beta1/--beta2 reach AdamW: stating the defaults changes no bit of the trained model, another beta2
 // changes it (Adam's first step is beta-free after bias correction, so three steps are run).
 TEST(Cli, AdamBetasReachTheOptimizer) {
-  const std::string d = shakespeare_dir(), out = scratch_dir();
+  const std::string d = shakespeare_byte_dir(), out = scratch_dir();
   const std::string base = std::string("train ") + kTiny + "--steps 3 --sample-tokens 0 --train '" + d + "/train_*.bin' --out " + out;
   for (const char* run_name : {"default", "stated", "other"}) {
     const std::string extra = std::string(run_name) == "stated" ? " --beta1 0.9 --beta2 0.95"
@@ -113,7 +102,7 @@ TEST(Cli, BenchJsonNamesWhatRan) {
 }
 
 TEST(Cli, BadFlagsAndConfigs) {
-  const std::string d = shakespeare_dir(), train = " --train '" + d + "/train_*.bin'";
+  const std::string d = shakespeare_byte_dir(), train = " --train '" + d + "/train_*.bin'";
   expect_gpt_error("frobnicate", "unknown command");
   expect_gpt_error("train --steps 3" + train + " --bogus 1", "--bogus");
   expect_gpt_error("train -B four" + train, "-B");
@@ -147,7 +136,7 @@ TEST(Cli, TrainHelpListsTheAttentionPaths) {
 }
 
 TEST(Cli, BadFiles) {
-  const std::string d = shakespeare_dir(), dir = scratch_dir();
+  const std::string d = shakespeare_byte_dir(), dir = scratch_dir();
   // a truncated data shard
   std::string shard = read_file(d + "/val_000000.bin");
   std::string cut = shard.substr(0, shard.size() - 7);
@@ -187,7 +176,7 @@ namespace {
 // --init-from takes the model's shape from the file: no model flags are needed, and flags that disagree
 // with the file are an error naming both shapes.
 TEST(Cli, InitFromTakesTheShapeFromTheFile) {
-  const std::string d = shakespeare_dir(), dir = scratch_dir(), out = dir + "/run";
+  const std::string d = shakespeare_byte_dir(), dir = scratch_dir(), out = dir + "/run";
   const std::string data = " -B 2 -T 32 --steps 1 --sample-tokens 0 --train '" + d + "/train_*.bin'";
   ASSERT_EQ(run_gpt(std::string("train ") + kTiny + "--steps 1 --sample-tokens 0 --train '" + d + "/train_*.bin' --out " + out).code, 0);
   const CliResult again = run_gpt("train --init-from " + out + "/model.bin" + data);

@@ -16,17 +16,8 @@ namespace {
 
 const char* kTiny = " train --n-layer 2 --n-head 2 --d-model 32 --seq-len 32 --tokenizer byte -B 2 -T 32 --sample-tokens 0 --quiet";
 
-std::string data_dir() {
-  static const std::string d = [] {
-    const std::string dir = shared_scratch_dir("data");
-    run_command(gpt_binary() + " tokenize --tokenizer byte --input " + source_dir() + "/data/tinyshakespeare/input.txt --out " + dir);
-    return dir;
-  }();
-  return d;
-}
-
 std::string train_cmd(const std::string& out, int steps) {
-  return "OMP_NUM_THREADS=1 " + gpt_binary() + kTiny + " --train '" + data_dir() + "/train_*.bin' --out " + out +
+  return "OMP_NUM_THREADS=1 " + gpt_binary() + kTiny + " --train '" + shakespeare_byte_dir() + "/train_*.bin' --out " + out +
          " --save-every 1 --steps " + std::to_string(steps);
 }
 

@@ -43,6 +43,17 @@ std::string shared_scratch_dir(const std::string& name) {
   return dir.string();
 }
 
+std::string shakespeare_byte_dir() {
+  static const std::string dir = [] {
+    const std::string d = shared_scratch_dir("shakespeare_byte");
+    const CliResult r =
+        run_gpt("tokenize --tokenizer byte --input " + source_dir() + "/data/tinyshakespeare/input.txt --out " + d);
+    EXPECT_EQ(r.code, 0) << r.out;
+    return d;
+  }();
+  return dir;
+}
+
 int run_command(const std::string& cmd, std::string* output) {
   std::string full = cmd + " 2>&1";
   FILE* p = popen(full.c_str(), "r");

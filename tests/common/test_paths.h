@@ -12,6 +12,8 @@ std::string scratch_dir();
 // A directory under the same root, named by the caller, for what several calls share (tokenized data):
 // made once, never emptied by scratch_dir().
 std::string shared_scratch_dir(const std::string& name);
+// Tiny Shakespeare as byte-level shards (train_*.bin, val_*.bin), tokenized by gpt once per test process.
+std::string shakespeare_byte_dir();
 // Runs a shell command, returns its exit status and (optionally) its combined stdout+stderr.
 int run_command(const std::string& cmd, std::string* output = nullptr);
 // The gpt binary run with `args` (one OpenMP thread, 120 s at most): its exit status and combined output.
