@@ -30,10 +30,10 @@ fi
 if [ "$tok" = byte ]; then
   # nanoGPT's baby Shakespeare shape (4 layers, 4 heads, 128 channels, 64-byte context, 12 sequences a step)
   model=(--n-layer 4 --n-head 4 --d-model 128 --seq-len 64 -T 64 --lr 4e-3 --warmup 100)
-  T=64 steps="${STEPS:-3000}"
+  T=64 steps="${STEPS:-3000}" val_batches=32  # the byte validation split holds 145 batches of 12 x 64
 else
   model=(--config d4 --seq-len 128 -T 128 --lr 1e-3 --warmup 20)
-  T=128 steps="${STEPS:-400}"
+  T=128 steps="${STEPS:-400}" val_batches=16  # the GPT-2 validation split holds 22 batches of 12 x 128
 fi
 batch=(-B $((12 / ranks)) --total-batch $((12 * T)))
 launch=()
@@ -45,7 +45,7 @@ fi
 run="runs/shakespeare_$tok"
 start=$(date +%s)
 "${launch[@]}" "$gpt" train "${model[@]}" "${batch[@]}" --tokenizer "$tok" --steps "$steps" \
-  --train "$data/train_*.bin" --val "$data/val_*.bin" --val-every 500 --val-batches 32 \
+  --train "$data/train_*.bin" --val "$data/val_*.bin" --val-every 500 --val-batches "$val_batches" \
   --sample-every 1000 --sample-tokens 200 --out "$run" --metrics "$run/metrics.jsonl" ${EXTRA:-}
 echo "trained in $(( $(date +%s) - start )) s on $ranks rank(s)"
 echo

@@ -84,10 +84,11 @@ std::unique_ptr<Communicator> make_single_communicator() { return std::make_uniq
 int launcher_world_size() {
   if (int n = env_int("OMPI_COMM_WORLD_SIZE"); n > 0) return n;
   if (int n = env_int("PMI_SIZE"); n > 0) return n;
-  if (std::getenv("PMIX_RANK") == nullptr) return 0;
-  // A PMIx launcher (srun --mpi=pmix) puts no size in the environment; Slurm's step size, else "some".
+  // A PMIx launcher (srun --mpi=pmix) puts no size in the environment, and every task of a Slurm step, MPI
+  // or not, and all it starts inherit PMIX_RANK (a shell from srun --pty, a driver script): only a step of
+  // more than one task is taken as a launch, so two processes never claim one MPI rank.
   const int slurm = env_int("SLURM_STEP_NUM_TASKS");
-  return slurm > 0 ? slurm : 1;
+  return std::getenv("PMIX_RANK") != nullptr && slurm > 1 ? slurm : 0;
 }
 
 #ifndef GPT_WITH_MPI

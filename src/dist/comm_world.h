@@ -11,9 +11,8 @@ namespace gpt {
 std::unique_ptr<Communicator> make_single_communicator();
 
 // The world size announced by an MPI launcher in the environment, or 0 when the process was not started by
-// one: OMPI_COMM_WORLD_SIZE (OpenMPI's mpiexec), PMI_SIZE (MPICH/Hydra and other PMI launchers), or, where
-// only PMIX_RANK says a PMIx launcher started the process (Slurm's srun --mpi=pmix), SLURM_STEP_NUM_TASKS, or
-// 1 when no size is given (MPI_Init then tells the real one).
+// one: OMPI_COMM_WORLD_SIZE (OpenMPI's mpiexec), PMI_SIZE (MPICH/Hydra and other PMI launchers), or, for
+// Slurm's srun --mpi=pmix (PMIX_RANK set, no size), SLURM_STEP_NUM_TASKS when it is above 1.
 int launcher_world_size();
 
 }  // namespace gpt

@@ -91,10 +91,13 @@ void Trainer::open_data() {
   });
 }
 
-// --trace and --metrics are written during and after the run: a path that cannot be written stops it now.
+// --trace and --metrics are written during and after the run: a path that cannot be written stops it now,
+// on every rank together (the path may be missing on one node only).
 void Trainer::check_output_paths() {
-  if (!opt_.trace_path.empty()) check_writable("--trace", opt_.trace_path);
-  if (!opt_.metrics_path.empty() && world_.rank() == 0) check_writable("--metrics", opt_.metrics_path);
+  collective_check(world_, "output paths", [&] {
+    if (!opt_.trace_path.empty()) check_writable("--trace", opt_.trace_path);
+    if (!opt_.metrics_path.empty() && world_.rank() == 0) check_writable("--metrics", opt_.metrics_path);
+  });
 }
 
 void Trainer::load_tokenizer() {

@@ -49,9 +49,17 @@ TEST_F(LauncherEnv, OpenMpiAndPmiGiveTheirSize) {
 
 TEST_F(LauncherEnv, PmixLauncherCountsAsLaunched) {
   set("PMIX_RANK", "0");  // rank 0: present, though its value reads as 0
-  EXPECT_EQ(launcher_world_size(), 1);
-  set("SLURM_STEP_NUM_TASKS", "16");  // srun --mpi=pmix
+  set("SLURM_STEP_NUM_TASKS", "16");  // srun --mpi=pmix -n 16
   EXPECT_EQ(launcher_world_size(), 16);
+}
+
+// Every task of a Slurm step and all it starts inherit PMIX_RANK, MPI or not (a shell from srun --pty, a
+// driver script starting several gpt): a one-task step, or none named, is no launch.
+TEST_F(LauncherEnv, InheritedPmixRankAloneIsNotALaunch) {
+  set("PMIX_RANK", "0");
+  EXPECT_EQ(launcher_world_size(), 0);
+  set("SLURM_STEP_NUM_TASKS", "1");
+  EXPECT_EQ(launcher_world_size(), 0);
 }
 
 TEST_F(LauncherEnv, SlurmAloneIsNotALaunch) {
