@@ -14,6 +14,9 @@
 //     kernel "dkdv" (grid: key tile x head) sums dv = P^T dy and dk = s dS^T q over query tiles qt >= kt;
 //     kernel "dq"   (grid: query tile x head) sums dq = s dS k over key tiles kt <= qt.
 //   Two kernels instead of atomics: every gradient element is summed in one fixed order (deterministic).
+// Global memory: tiles are read and the gradients written 16 bytes per access where the buffers are 16-byte
+// aligned (one instance of each kernel per access width, with the same results); the output rows of the
+// forward are written one element per lane.
 // State (B,NH,T) fp32: lse. Scratch (B,NH,T) fp32: D.
 #include <mma.h>
 
@@ -74,11 +77,24 @@ __device__ HeadSlices head_slices(int bh, int T, int NH, int HS) {
 }
 
 // dst (64, HS) <- rows t0.. of a (T, *) head slice at `src` with row stride `stride`; rows >= T are zero.
-template <int HS>
+// With kVecPath (the global buffers 16-byte aligned; rows stay aligned because HS and stride are multiples of
+// 8, and so are the shared tile's kLdH and 128-byte carved base) 8 elements per access, else one by one:
+// a copy either way, so the two agree bit for bit.
+template <int HS, bool kVecPath>
 __device__ void load_tile(bf16* dst, const bf16* src, size_t stride, int t0, int T) {
-  for (int i = threadIdx.x; i < kTile * HS; i += kThreads) {
-    const int r = i / HS, d = i % HS, t = t0 + r;
-    dst[r * Dims<HS>::kLdH + d] = t < T ? src[static_cast<size_t>(t) * stride + d] : to_bf16(0.0f);
+  if constexpr (kVecPath) {
+    constexpr int kRowVecs = HS / kVec;
+    for (int i = threadIdx.x; i < kTile * kRowVecs; i += kThreads) {
+      const int r = i / kRowVecs, d = (i % kRowVecs) * kVec, t = t0 + r;
+      const uint4 x = t < T ? *reinterpret_cast<const uint4*>(src + static_cast<size_t>(t) * stride + d)
+                            : make_uint4(0u, 0u, 0u, 0u);  // bf16 zero is all-zero bits
+      *reinterpret_cast<uint4*>(dst + r * Dims<HS>::kLdH + d) = x;
+    }
+  } else {
+    for (int i = threadIdx.x; i < kTile * HS; i += kThreads) {
+      const int r = i / HS, d = i % HS, t = t0 + r;
+      dst[r * Dims<HS>::kLdH + d] = t < T ? src[static_cast<size_t>(t) * stride + d] : to_bf16(0.0f);
+    }
   }
 }
 
@@ -160,7 +176,7 @@ __device__ void online_softmax_rows(bf16* P, float* O, const float* S, float sca
   }
 }
 
-template <int HS>
+template <int HS, bool kVecPath>
 __global__ void __launch_bounds__(kThreads)
     fused_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH, float scale) {
   using D = Dims<HS>;
@@ -181,12 +197,12 @@ __global__ void __launch_bounds__(kThreads)
   const bf16* base = qkv + hs.qkv;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, r0 = warp * kF;
 
-  load_tile<HS>(q, base, stride, q0, T);
+  load_tile<HS, kVecPath>(q, base, stride, q0, T);
   zero_accumulator<HS>(O);
   float m_lane = -INFINITY, l_lane = 0.0f;  // lane r < 16: row r0 + r
   for (int kt = 0; kt <= qt; kt++) {
-    load_tile<HS>(k, base + C, stride, kt * kTile, T);
-    load_tile<HS>(v, base + 2 * C, stride, kt * kTile, T);
+    load_tile<HS, kVecPath>(k, base + C, stride, kt * kTile, T);
+    load_tile<HS, kVecPath>(v, base + 2 * C, stride, kt * kTile, T);
     __syncthreads();
     warp_gemm<wmma::row_major, wmma::col_major, HS / kF, kTile / kF>(S + r0 * kLdS, kLdS, false,
                                                                      q + r0 * D::kLdH, D::kLdH, k, D::kLdH);
@@ -211,19 +227,31 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- backward -----------------------------------------------------------------------------------
 
-// D[bh, t] = sum_d dy[b,t,h,d] * y[b,t,h,d]; one warp per (b, t, h).
+// D[bh, t] = sum_d dy[b,t,h,d] * y[b,t,h,d], HS in {32, 64}: a row (b, t, h) is HS/8 lanes' work, 8 elements
+// a lane (one 16-byte load of dy and one of y with kVecPath, else the same 8 one by one), then the lanes'
+// sums are added by shuffles in a fixed order, so both paths give the same bits. Every lane reaches the
+// shuffles (those past the last row add 0).
+template <bool kVecPath>
 __global__ void row_dot_kernel(float* Dv, const bf16* dout, const bf16* out, int B, int T, int NH, int HS) {
-  const int lane = threadIdx.x % kWarp;
-  const size_t w = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
-  if (w >= static_cast<size_t>(B) * T * NH) return;  // uniform per warp
-  const int h = static_cast<int>(w % NH);
-  const size_t bt = w / NH;  // b * T + t
-  const size_t off = bt * NH * HS + static_cast<size_t>(h) * HS;
+  const int lanes = HS / kVec;  // 4 or 8 lanes a row: a power of two, so a row's lanes share one warp
+  const size_t rows = static_cast<size_t>(B) * T * NH;
+  const size_t id = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_t w = id / lanes;  // the row, in (b, t, h) order: it starts at w * HS in (B, T, C)
+  const int part = static_cast<int>(id % lanes);
   float s = 0.0f;
-  for (int d = lane; d < HS; d += kWarp) s += to_f32(dout[off + d]) * to_f32(out[off + d]);
-  s = warp_sum(s);
-  const size_t b = bt / T, t = bt % T;
-  if (lane == 0) Dv[(b * NH + h) * T + t] = s;
+  if (w < rows) {
+    float x[kVec] = {}, y[kVec] = {};
+    const size_t off = w * HS + static_cast<size_t>(part) * kVec;
+    load_row8<kVecPath>(x, dout + off, kVec);
+    load_row8<kVecPath>(y, out + off, kVec);
+#pragma unroll
+    for (int k = 0; k < kVec; k++) s += x[k] * y[k];
+  }
+  for (int o = lanes / 2; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (w < rows && part == 0) {
+    const size_t bt = w / NH, h = w % NH, b = bt / T, t = bt % T;
+    Dv[(b * NH + h) * T + t] = s;
+  }
 }
 
 // Both backward kernels' common step for the warp's 16 query rows of one (query tile, key tile) pair:
@@ -287,16 +315,36 @@ __device__ BackwardTiles carve_backward(unsigned char* smem) {
   return t;
 }
 
-// dst rows t0.. (< T) of a (T, *) head slice with row stride `stride` <- s * acc (64, HS), as bf16.
-template <int HS>
+// dst rows t0.. (< T) of a (T, *) head slice with row stride `stride` <- s * acc (64, HS), as bf16; with
+// kVecPath (as load_tile) 8 elements per store, each rounded as to_bf16 rounds it. The vector store is
+// __stwb (st.global.wb.v4: the default write-back policy, written out): in these kernels a plain uint4
+// store came out of nvcc 13 as four 32-bit stores.
+template <int HS, bool kVecPath>
 __device__ void store_rows(bf16* dst, size_t stride, const float* acc, float s, int t0, int T) {
-  for (int i = threadIdx.x; i < kTile * HS; i += kThreads) {
-    const int r = i / HS, d = i % HS, t = t0 + r;
-    if (t < T) dst[static_cast<size_t>(t) * stride + d] = to_bf16(s * acc[r * Dims<HS>::kLdO + d]);
+  if constexpr (kVecPath) {
+    constexpr int kRowVecs = HS / kVec;
+    for (int i = threadIdx.x; i < kTile * kRowVecs; i += kThreads) {
+      const int r = i / kRowVecs, d = (i % kRowVecs) * kVec, t = t0 + r;
+      if (t >= T) continue;
+      uint32_t w[kVec / 2];
+#pragma unroll
+      for (int k = 0; k < kVec / 2; k++) {
+        const float* a = acc + r * Dims<HS>::kLdO + d + 2 * k;
+        const __nv_bfloat162 h = __floats2bfloat162_rn(s * a[0], s * a[1]);
+        w[k] = *reinterpret_cast<const uint32_t*>(&h);
+      }
+      uint4* to = reinterpret_cast<uint4*>(dst + static_cast<size_t>(t) * stride + d);
+      __stwb(to, make_uint4(w[0], w[1], w[2], w[3]));
+    }
+  } else {
+    for (int i = threadIdx.x; i < kTile * HS; i += kThreads) {
+      const int r = i / HS, d = i % HS, t = t0 + r;
+      if (t < T) dst[static_cast<size_t>(t) * stride + d] = to_bf16(s * acc[r * Dims<HS>::kLdO + d]);
+    }
   }
 }
 
-template <int HS>
+template <int HS, bool kVecPath>
 __global__ void __launch_bounds__(kThreads)
     fused_backward_dkdv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dv,
                                int T, int NH, float scale) {
@@ -311,14 +359,14 @@ __global__ void __launch_bounds__(kThreads)
   const bf16* dy_base = dout + hs.narrow;
   const int r0 = (threadIdx.x / kWarp) * kF, tiles = (T + kTile - 1) / kTile;
 
-  load_tile<HS>(s.k, base + C, stride, k0, T);
-  load_tile<HS>(s.v, base + 2 * C, stride, k0, T);
+  load_tile<HS, kVecPath>(s.k, base + C, stride, k0, T);
+  load_tile<HS, kVecPath>(s.v, base + 2 * C, stride, k0, T);
   zero_accumulator<HS>(s.acc0);  // dk
   zero_accumulator<HS>(s.acc1);  // dv
   for (int qt = kt; qt < tiles; qt++) {
     const int q0 = qt * kTile;
-    load_tile<HS>(s.q, base, stride, q0, T);
-    load_tile<HS>(s.dy, dy_base, C, q0, T);
+    load_tile<HS, kVecPath>(s.q, base, stride, q0, T);
+    load_tile<HS, kVecPath>(s.dy, dy_base, C, q0, T);
     load_rows(s.lse, lse + static_cast<size_t>(bh) * T, q0, T);
     load_rows(s.D, Dv + static_cast<size_t>(bh) * T, q0, T);
     __syncthreads();
@@ -332,11 +380,11 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // before the next query tile overwrites q, dy, P and dS
   }
   bf16* dbase = dqkv + hs.qkv;
-  store_rows<HS>(dbase + C, stride, s.acc0, scale, k0, T);
-  store_rows<HS>(dbase + 2 * C, stride, s.acc1, 1.0f, k0, T);
+  store_rows<HS, kVecPath>(dbase + C, stride, s.acc0, scale, k0, T);
+  store_rows<HS, kVecPath>(dbase + 2 * C, stride, s.acc1, 1.0f, k0, T);
 }
 
-template <int HS>
+template <int HS, bool kVecPath>
 __global__ void __launch_bounds__(kThreads)
     fused_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dv,
                              int T, int NH, float scale) {
@@ -351,14 +399,14 @@ __global__ void __launch_bounds__(kThreads)
   const bf16* base = qkv + hs.qkv;
   const int r0 = (threadIdx.x / kWarp) * kF;
 
-  load_tile<HS>(s.q, base, stride, q0, T);
-  load_tile<HS>(s.dy, dout + hs.narrow, C, q0, T);
+  load_tile<HS, kVecPath>(s.q, base, stride, q0, T);
+  load_tile<HS, kVecPath>(s.dy, dout + hs.narrow, C, q0, T);
   load_rows(s.lse, lse + static_cast<size_t>(bh) * T, q0, T);
   load_rows(s.D, Dv + static_cast<size_t>(bh) * T, q0, T);
   zero_accumulator<HS>(s.acc0);  // dq
   for (int kt = 0; kt <= qt; kt++) {
-    load_tile<HS>(s.k, base + C, stride, kt * kTile, T);
-    load_tile<HS>(s.v, base + 2 * C, stride, kt * kTile, T);
+    load_tile<HS, kVecPath>(s.k, base + C, stride, kt * kTile, T);
+    load_tile<HS, kVecPath>(s.v, base + 2 * C, stride, kt * kTile, T);
     __syncthreads();
     probs_and_dscores<HS>(s.P, s.dS, s.S, s.q, s.dy, s.k, s.v, s.lse, s.D, scale, r0, q0, kt * kTile, T);
     // dq (queries r0.., HS) += dS k: only this warp's rows of dS are read
@@ -366,7 +414,7 @@ __global__ void __launch_bounds__(kThreads)
                                                                      s.dS + r0 * kLdT, kLdT, s.k, Dm::kLdH);
     __syncthreads();  // before the next key tile overwrites k and v
   }
-  store_rows<HS>(dqkv + hs.qkv, stride, s.acc0, scale, q0, T);
+  store_rows<HS, kVecPath>(dqkv + hs.qkv, stride, s.acc0, scale, q0, T);
 }
 
 // Opts a kernel into more than 48 KiB of dynamic shared memory (once per kernel) after checking the device
@@ -395,32 +443,52 @@ dim3 tile_grid(int B, int T, int NH) {
   return dim3(static_cast<unsigned>(ceil_div(T, kTile)), static_cast<unsigned>(heads));
 }
 
-template <int HS>
+// One instance per head size and access width: the vector path where the kernel's global buffers are
+// 16-byte aligned, else the one-element path (the same results; a run-time branch inside one kernel would
+// cost registers and spills).
+template <int HS, bool kVecPath>
 void forward_hs(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, cudaStream_t stream) {
   static unsigned long long ready = 0;  // device_bit()s of the devices opted in
   const size_t smem = forward_smem_bytes<HS>();
-  if (!(ready & device_bit())) allow_smem(fused_forward_kernel<HS>, smem), ready |= device_bit();
+  if (!(ready & device_bit())) allow_smem(fused_forward_kernel<HS, kVecPath>, smem), ready |= device_bit();
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-  fused_forward_kernel<HS><<<tile_grid(B, T, NH), kThreads, smem, stream>>>(out, lse, qkv, T, NH, scale);
+  fused_forward_kernel<HS, kVecPath><<<tile_grid(B, T, NH), kThreads, smem, stream>>>(out, lse, qkv, T, NH, scale);
   CUDA_CHECK_LAUNCH();
 }
 
-template <int HS>
+template <int HS, bool kVecPath>
 void backward_hs(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dv, int B, int T,
                  int NH, cudaStream_t stream) {
   static unsigned long long ready = 0;  // device_bit()s of the devices opted in
   const size_t smem = backward_smem_bytes<HS>();
   if (!(ready & device_bit())) {
-    allow_smem(fused_backward_dkdv_kernel<HS>, smem);
-    allow_smem(fused_backward_dq_kernel<HS>, smem);
+    allow_smem(fused_backward_dkdv_kernel<HS, kVecPath>, smem);
+    allow_smem(fused_backward_dq_kernel<HS, kVecPath>, smem);
     ready |= device_bit();
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   const dim3 grid = tile_grid(B, T, NH);
-  fused_backward_dkdv_kernel<HS><<<grid, kThreads, smem, stream>>>(dqkv, dout, qkv, lse, Dv, T, NH, scale);
+  fused_backward_dkdv_kernel<HS, kVecPath><<<grid, kThreads, smem, stream>>>(dqkv, dout, qkv, lse, Dv, T, NH, scale);
   CUDA_CHECK_LAUNCH();
-  fused_backward_dq_kernel<HS><<<grid, kThreads, smem, stream>>>(dqkv, dout, qkv, lse, Dv, T, NH, scale);
+  fused_backward_dq_kernel<HS, kVecPath><<<grid, kThreads, smem, stream>>>(dqkv, dout, qkv, lse, Dv, T, NH, scale);
   CUDA_CHECK_LAUNCH();
+}
+
+template <int HS>
+void forward_hs(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, cudaStream_t stream) {
+  if (aligned16(qkv))  // the tiles' global reads (the output rows are written one by one)
+    forward_hs<HS, true>(out, lse, qkv, B, T, NH, stream);
+  else
+    forward_hs<HS, false>(out, lse, qkv, B, T, NH, stream);
+}
+
+template <int HS>
+void backward_hs(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dv, int B, int T,
+                 int NH, cudaStream_t stream) {
+  if (aligned16(qkv) && aligned16(dout) && aligned16(dqkv))
+    backward_hs<HS, true>(dqkv, dout, qkv, lse, Dv, B, T, NH, stream);
+  else
+    backward_hs<HS, false>(dqkv, dout, qkv, lse, Dv, B, T, NH, stream);
 }
 
 int head_size(int C, int NH) {
@@ -443,9 +511,12 @@ void fused_attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, con
   const int hs = head_size(C, NH);
   if (B == 0 || T == 0) return;
   float* Dv = static_cast<float*>(scratch);  // (B, NH, T)
-  const size_t warps = static_cast<size_t>(B) * T * NH;
-  row_dot_kernel<<<static_cast<unsigned>(ceil_div(warps * kWarp, 256)), 256, 0, stream>>>(Dv, dout, out, B, T,
-                                                                                          NH, hs);
+  const size_t threads = static_cast<size_t>(B) * T * NH * (hs / kVec);  // hs / 8 lanes a row
+  const unsigned blocks = static_cast<unsigned>(ceil_div(threads, 256));
+  if (aligned16(dout) && aligned16(out))
+    row_dot_kernel<true><<<blocks, 256, 0, stream>>>(Dv, dout, out, B, T, NH, hs);
+  else
+    row_dot_kernel<false><<<blocks, 256, 0, stream>>>(Dv, dout, out, B, T, NH, hs);
   CUDA_CHECK_LAUNCH();
   if (hs == 32) backward_hs<32>(dqkv, dout, qkv, lse, Dv, B, T, NH, stream);
   if (hs == 64) backward_hs<64>(dqkv, dout, qkv, lse, Dv, B, T, NH, stream);

@@ -14,7 +14,7 @@ work=${3:-$(mktemp -d)}
 mkdir -p "$work"
 command -v c++filt >/dev/null || { echo "check_vector_ptx: c++filt (binutils) is needed to read kernel names" >&2; exit 1; }
 
-files=(adamw classifier encoder gelu layernorm matmul residual)
+files=(adamw attention_fused classifier encoder gelu layernorm matmul residual)
 pids=()
 for f in "${files[@]}"; do
   rm -f "$work/$f.ptx"  # a failed nvcc leaves an old output in place: never read a stale one
@@ -54,6 +54,10 @@ expect=(
   "map_kernel<Add> load+store"
   "map_kernel<GeluForward> load+store"
   "map_kernel<GeluBackward> load+store"
+  "fused_forward_kernel<(32|64), true> load"
+  "fused_backward_dkdv_kernel<(32|64), true> load+store"
+  "fused_backward_dq_kernel<(32|64), true> load+store"
+  "row_dot_kernel<true> load"
 )
 fail=0
 for e in "${expect[@]}"; do

@@ -252,6 +252,46 @@ TEST_F(CudaTwin, FusedAttentionForwardBackward) {
   check_attention(*gpu, *cpu, AttnShape{1, 150, 128, 2}, 413, fused); // hs 64, three tiles, the last partial
 }
 
+// The fused kernels with every bf16 buffer `offset` elements into its allocation: offset 1 leaves them off
+// the 16-byte boundaries, which sends the kernels down their one-element path.
+AttnRun run_fused_at(Backend& be, const std::vector<float>& qkv, const std::vector<float>& dout, AttnShape sh,
+                     size_t offset) {
+  const int B = sh.B, T = sh.T, C = sh.C, NH = sh.NH;
+  OffsetBuf dq = upload_compute_at(be, qkv, offset), dd = upload_compute_at(be, dout, offset);
+  OffsetBuf o = upload_compute_at(be, std::vector<float>(dout.size(), NAN), offset);
+  OffsetBuf g = upload_compute_at(be, std::vector<float>(qkv.size(), NAN), offset);
+  DevBuf state(be, be.attention_state_bytes(B, T, NH));
+  be.set_attention_path(AttentionPath::fused);
+  be.attention_forward(o.get(), state.get(), dq.get(), B, T, C, NH);
+  be.attention_backward(g.get(), dd.get(), dq.get(), o.get(), state.get(), B, T, C, NH);
+  AttnRun r;
+  auto download_at = [&](const OffsetBuf& b, size_t n) {
+    std::vector<float> all = download_compute(be, b.buf.get(), n + offset);
+    return std::vector<float>(all.begin() + offset, all.end());
+  };
+  r.out = download_at(o, dout.size());
+  r.dqkv = download_at(g, qkv.size());
+  r.lse = download_f32(be, state.get(), size_t{1} * B * NH * T);
+  return r;
+}
+
+// The vector path (16-byte loads and stores of the tiles, the dO.O row sums 8 elements a lane) and the
+// one-element path copy the same tiles and add the same products in the same order: the same bits.
+TEST_F(CudaTwin, FusedAttentionPathsAreBitIdentical) {
+  uint64_t seed = 420;
+  for (AttnShape sh : {AttnShape{2, 37, 64, 2}, AttnShape{1, 150, 128, 2}}) {  // hs 32 and 64, partial tiles
+    Rng rng(seed++);
+    auto qkv = uniform_bf16(rng, static_cast<size_t>(sh.B) * sh.T * 3 * sh.C, -1.5f, 1.5f);
+    auto dout = uniform_bf16(rng, static_cast<size_t>(sh.B) * sh.T * sh.C, -1, 1);
+    const AttnRun vec = run_fused_at(*gpu, qkv, dout, sh, 0), one = run_fused_at(*gpu, qkv, dout, sh, 1);
+    const std::string tag = " hs=" + std::to_string(sh.C / sh.NH) + " T=" + std::to_string(sh.T);
+    EXPECT_EQ(vec.out, one.out) << "fused forward out" << tag;
+    EXPECT_EQ(vec.lse, one.lse) << "fused forward lse" << tag;
+    EXPECT_EQ(vec.dqkv, one.dqkv) << "fused backward dqkv" << tag;
+    EXPECT_FALSE(std::isnan(vec.out[0]) || std::isnan(vec.dqkv[0])) << "the outputs must be written" << tag;
+  }
+}
+
 #ifdef GPT_WITH_CUDNN
 // A cuDNN before 9.16 refuses to train at `sh`'s T (attention_rules.h): building the shape's plans (on its
 // first forward) says so instead of running a graph NVIDIA's frontend would have worked around.
