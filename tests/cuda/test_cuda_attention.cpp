@@ -260,8 +260,8 @@ AttnRun run_fused_at(Backend& be, const std::vector<float>& qkv, const std::vect
   OffsetBuf dq = upload_compute_at(be, qkv, offset), dd = upload_compute_at(be, dout, offset);
   OffsetBuf o = upload_compute_at(be, std::vector<float>(dout.size(), NAN), offset);
   OffsetBuf g = upload_compute_at(be, std::vector<float>(qkv.size(), NAN), offset);
+  be.set_attention_path(AttentionPath::fused);  // before the state is sized: its size depends on the path
   DevBuf state(be, be.attention_state_bytes(B, T, NH));
-  be.set_attention_path(AttentionPath::fused);
   be.attention_forward(o.get(), state.get(), dq.get(), B, T, C, NH);
   be.attention_backward(g.get(), dd.get(), dq.get(), o.get(), state.get(), B, T, C, NH);
   AttnRun r;
