@@ -39,6 +39,20 @@ std::vector<Candidate> single_levers(const MemPlanInput& run, const MemoryAvaila
 
 std::string join(const std::string& a, const std::string& b) { return a.empty() ? b : a + " " + b; }
 
+// Every lever at once. Of the candidates that set one flag (--recompute selective, then full; --offload
+// optimizer, then params) only the last, the strongest, is kept: the suggestion must be a command line gpt
+// accepts, and gpt refuses a flag given twice.
+std::vector<Candidate> strongest_per_flag(const std::vector<Candidate>& singles) {
+  auto flag_of = [](const Candidate& c) { return c.flags.substr(0, c.flags.find(' ')); };
+  std::vector<Candidate> out;
+  for (size_t i = 0; i < singles.size(); i++) {
+    bool superseded = false;
+    for (size_t j = i + 1; j < singles.size(); j++) superseded = superseded || flag_of(singles[j]) == flag_of(singles[i]);
+    if (!superseded) out.push_back(singles[i]);
+  }
+  return out;
+}
+
 std::string domain_line(const char* name, int64_t need, int64_t have, const std::string& source) {
   return str(name, " needs ", format_bytes(need), ", ", format_bytes(have), " available", source.empty() ? "" : " (",
              source, source.empty() ? "" : ")");
@@ -79,11 +93,12 @@ Lever cheapest_lever(const PreflightSpec& spec, const MemoryAvailable& avail) {
   // All of them together, then with smaller micro-batches (the global batch kept by accumulation).
   std::string all_flags;
   std::function<void(MemPlanInput&)> all = [](MemPlanInput&) {};
-  for (const Candidate& c : singles) {
+  const std::vector<Candidate> combined = strongest_per_flag(singles);
+  for (const Candidate& c : combined) {
     all_flags = join(all_flags, c.flags);
     all = [prev = all, next = c.apply](MemPlanInput& in) { prev(in), next(in); };
   }
-  if (singles.size() > 1 && try_flags(all_flags, all, l)) return l;
+  if (combined.size() > 1 && try_flags(all_flags, all, l)) return l;
   const int64_t total = (int64_t)spec.run.B * spec.run.T * spec.run.world;
   for (int b = spec.run.B / 2; b >= 1; b /= 2) {
     const std::string flags = join(all_flags, str("-B ", b, " --total-batch ", total));

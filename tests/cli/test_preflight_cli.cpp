@@ -18,7 +18,8 @@ namespace {
 // d6 with a byte vocabulary at B=16, T=512: the plan is about 2.0 GiB per rank, 1.1 GiB with recompute
 // selective and 0.7 GiB with recompute full (gpt memplan), so a limit near 1.9 GiB of address space
 // refuses the baseline and admits a recompute lever.
-const char* kRun = " bench --config d6 --vocab 257 --tokenizer none --seq-len 512 -B 16 -T 512 --steps 1";
+const char* kRun = " bench --config d6 --vocab 257 --tokenizer none --seq-len 512 -T 512 --steps 1";
+const char* kBatch = "-B 16";  // the micro-batch, which a lever may replace (-B 8 --total-batch ...)
 
 struct Outcome {
   int code;
@@ -26,11 +27,16 @@ struct Outcome {
   double seconds;
 };
 
+// The run with a lever's flags: they replace the run's own (a lever that lowers -B gives its own -B).
+std::string with_lever(const std::string& lever) {
+  return lever.find("-B ") == std::string::npos ? std::string(kBatch) + " " + lever : lever;
+}
+
 Outcome run_limited(const std::string& limit_prefix, const std::string& extra) {
   const auto t0 = std::chrono::steady_clock::now();
   Outcome o;
   o.code = run_command("OMP_NUM_THREADS=1 timeout 300 sh -c '" + limit_prefix + " exec " + gpt_binary() + kRun + " " +
-                           extra + "'",
+                           with_lever(extra) + "'",
                        &o.out);
   o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return o;

@@ -87,6 +87,31 @@ TEST(Preflight, CudaChecksTheDeviceAndOffersOffload) {
   EXPECT_EQ(cheapest_lever(big, gpu).flags, "--offload optimizer");
 }
 
+// When no single lever fits, the levers go together, each flag once (the strongest of --recompute selective
+// and full), so that the suggestion is a command line gpt accepts.
+TEST(Preflight, CombinedLeversNameEachFlagOnce) {
+  PreflightSpec s;
+  s.run = run_of("d12", 8, 1024, 2);
+  s.run.fsdp.strategy = ShardStrategy::none;
+  s.ranks_per_node = 2;
+  PreflightSpec both = s;
+  both.run.fsdp.strategy = ShardStrategy::full;
+  both.run.recompute = RecomputePolicy::parse("full");
+  MemoryAvailable cpu;
+  cpu.host = preflight_need(both, cpu).host;  // exactly what the two levers together need
+  for (const char* mode : {"selective", "full"}) {
+    PreflightSpec one = s;
+    one.run.recompute = RecomputePolicy::parse(mode);
+    ASSERT_FALSE(preflight_need(one, cpu).fits) << mode;
+  }
+  PreflightSpec sharded = s;
+  sharded.run.fsdp.strategy = ShardStrategy::full;
+  ASSERT_FALSE(preflight_need(sharded, cpu).fits);
+  const Lever l = cheapest_lever(s, cpu);
+  EXPECT_EQ(l.flags, "--shard full --recompute full");
+  EXPECT_TRUE(l.need.fits);
+}
+
 TEST(Preflight, CpuNeverOffersOffload) {
   PreflightSpec s;
   s.run = run_of("d12", 8, 1024);
