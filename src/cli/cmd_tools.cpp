@@ -70,9 +70,7 @@ int cmd_eval(int argc, char** argv, Communicator& world) {
   f.finish();
   LoadedModel m = load_for_inference(model_path, device, world, B, T, skip, "eval");
   DataLoader loader(val, B, T, 0, 1, m.model->config().vocab_size);
-  const int64_t available = loader.batches_per_pass();
-  GPT_CHECK(batches <= available, "--batches ", batches, ": ", val, " holds ", available, " batches of B*T = ",
-            (int64_t)B * T, " tokens, so more would count some twice");
+  loader.check_batches(batches, "--batches");
   std::vector<int> in((size_t)B * T), tg(in.size());
   double sum = 0;
   for (int i = 0; i < batches; i++) {

@@ -184,6 +184,12 @@ int64_t DataLoader::batches_per_pass() const {
   return n;
 }
 
+void DataLoader::check_batches(int64_t wanted, const std::string& flag) const {
+  const int64_t n = batches_per_pass();
+  GPT_CHECK(wanted <= n, flag, " ", wanted, ": the data (", impl_->files.size(), " shard(s), first ", impl_->files.front(),
+            ") holds ", n, " batches of ", impl_->global, " tokens, so more would count some twice");
+}
+
 int64_t DataLoader::total_tokens() const {
   int64_t n = 0;
   for (int64_t t : impl_->ntok) n += t;

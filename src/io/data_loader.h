@@ -35,6 +35,8 @@ class DataLoader {
   void set_position(const DataPosition& p);  // validated
   int64_t total_tokens() const;              // over all shards
   int64_t batches_per_pass() const;          // distinct global micro-batches before the data repeats
+  // Throws, naming `flag`, when `wanted` batches would read some of the data twice (more than one pass).
+  void check_batches(int64_t wanted, const std::string& flag) const;
   const std::vector<std::string>& files() const;
 
  private:

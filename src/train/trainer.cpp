@@ -84,10 +84,7 @@ void Trainer::open_data() {
   if (opt_.val_pattern.empty()) return;
   collective_check(world_, "validation data", [&] {  // checked now, not at the first evaluation hours later
     val_loader_ = open(opt_.val_pattern, "--val");
-    const int64_t n = val_loader_->batches_per_pass();
-    GPT_CHECK(opt_.val_batches <= n, "--val-batches ", opt_.val_batches, ": ", opt_.val_pattern, " holds ", n,
-              " batches of B*T*ranks = ", (int64_t)opt_.B * opt_.T * world_.world(),
-              " tokens, so more would count some twice");
+    val_loader_->check_batches(opt_.val_batches, "--val-batches");
   });
 }
 
@@ -117,7 +114,7 @@ void Trainer::set_schedule() {
 }
 
 void Trainer::start_instruments() {
-  if (!opt_.trace_path.empty()) trace::start(opt_.trace_path, world_.rank());  // an unwritable path stops here
+  if (!opt_.trace_path.empty()) trace::start(opt_.trace_path, world_.rank());  // writable: check_output_paths
   peak_ = mfu_peak(backend(), opt_.peak_tflops);
   if (!opt_.metrics_path.empty() && world_.rank() == 0) {
     metrics_ = std::fopen(opt_.metrics_path.c_str(), progress_.step > 0 ? "a" : "w");

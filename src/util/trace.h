@@ -27,8 +27,8 @@ enum Track : int {
 };
 
 bool on();
-// Starts recording for this rank; the file is written by finish(). Throws gpt::Error naming --trace when
-// the path cannot be written (checked now, so a bad path is reported before training starts).
+// Starts recording for this rank; the file is written by finish(). The trainer checks that the path can be
+// written before anything runs (Trainer::check_output_paths), together with --metrics.
 void start(const std::string& path, int rank);
 void begin(int track, const std::string& name, const char* category);
 void end(int track);
