@@ -41,6 +41,7 @@ LoadedModel load_for_inference(const std::string& path, const std::string& devic
   GPT_CHECK(T <= run.cfg.max_seq_len, "-T ", T, " exceeds the model's sequence length ", run.cfg.max_seq_len);
   run.world = world.world();
   run.fsdp.strategy = ShardStrategy::none;
+  run.fsdp.inference = true;  // parameters only: no gradient or Adam state to allocate
   run.B = B;
   run.T = T;
   run.compute = m.be->compute_dtype();

@@ -101,6 +101,7 @@ void FsdpEngine::begin_traffic_step() {
 }
 
 float* FsdpEngine::state_ptr(int u, ShardState which) {
+  if (which != ShardState::param) check_trains("a gradient or Adam shard");
   Unit& s = units_[u];
   switch (which) {
     case ShardState::param: return s.param;
@@ -113,6 +114,10 @@ float* FsdpEngine::state_ptr(int u, ShardState which) {
 
 void FsdpEngine::set_unit_from_host(int u, const float* full) {
   const UnitGeometry& g = geo_.units[u];
+  if (g.shard_offset == 0 && g.shard_numel == g.numel) {  // the shard is the whole unit: no copy to cut it
+    write_shard(u, ShardState::param, full);
+    return;
+  }
   std::vector<float> mine((size_t)g.shard_numel, 0.0f);
   for (int64_t i = 0; i < g.shard_numel; i++) {
     const int64_t at = g.shard_offset + i;
@@ -131,8 +136,12 @@ void FsdpEngine::shard_to_host(int u, ShardState which, std::vector<float>& out)
 // of the old parameters is dropped, and the device copy refreshed.
 void FsdpEngine::shard_from_host(int u, ShardState which, const std::vector<float>& in) {
   GPT_CHECK((int64_t)in.size() == geo_.units[u].shard_numel, "fsdp: shard size mismatch for unit ", name(u));
+  write_shard(u, which, in.data());
+}
+
+void FsdpEngine::write_shard(int u, ShardState which, const float* in) {
   wait_host_copies();
-  states_->copy_h2d(state_ptr(u, which), in.data(), in.size() * sizeof(float));
+  states_->copy_h2d(state_ptr(u, which), in, (size_t)geo_.units[u].shard_numel * sizeof(float));
   states_->synchronize();
   if (which != ShardState::param) return;
   GPT_CHECK(!units_[u].held, "fsdp: unit ", name(u), " is in use by the model while its parameters are loaded");

@@ -104,8 +104,8 @@ class FsdpEngine : public ParamSource {
   // Traffic of the engine's collectives (shard group + replica group) since begin_traffic_step().
   CommCounters traffic_step() const;
   void begin_traffic_step();
-  // Bytes of model states (param + grad + m + v shards) this rank holds, for the report.
-  int64_t model_state_bytes() const { return 16 * geo_.shard_elems(); }
+  // Bytes of model states (param + grad + m + v shards, or param only for inference) this rank holds.
+  int64_t model_state_bytes() const { return geo_.state_bytes_per_param() * geo_.shard_elems(); }
 
   // Whole-unit transfers (init, checkpoints, export). Collective where they say so.
   // The (full, unpadded) fp32 parameters of one unit on the host, gathered from the group (collective).
@@ -179,7 +179,9 @@ class FsdpEngine : public ParamSource {
   uint64_t track(uint64_t ticket) { return last_copy_ = ticket ? ticket : last_copy_; }
   void trace_counters();  // slot occupancy and bytes in flight, for the trace's counter tracks
   void check_quiet(const char* what) const;  // nothing held, no gradient open or in flight, or throw
+  void check_trains(const char* what) const;  // an engine with gradients (not inference), or throw
   float* state_ptr(int unit, ShardState which);
+  void write_shard(int unit, ShardState which, const float* in /*(shard_numel)*/);  // shard_from_host's work
   const std::string& name(int unit) const { return layout_.unit(unit).name; }
 
   Backend& be_;                      // compute: gathers, gradients, everything the model touches

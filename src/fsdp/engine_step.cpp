@@ -145,6 +145,7 @@ void FsdpEngine::prefetch_after(int u, Pass pass) {
 }
 
 const void* FsdpEngine::acquire(int u, Pass pass) {
+  if (pass == Pass::backward) check_trains("a backward");
   check_acquire_order(u, pass);
   watchdog::at_unit(name(u));
   Unit& s = units_[u];
@@ -305,7 +306,13 @@ void FsdpEngine::check_quiet(const char* what) const {
   GPT_CHECK(pending_.empty(), "fsdp: ", what, " while gradient reductions are in flight (finish_backward first)");
 }
 
+void FsdpEngine::check_trains(const char* what) const {
+  GPT_CHECK(!geo_.opt.inference, "fsdp: ", what, " on an inference engine (eval, sample), which holds no ",
+            "gradients or optimizer state");
+}
+
 void FsdpEngine::begin_step() {
+  check_trains("begin_step");
   check_quiet("begin_step");
   free_all_units();  // what eval or sample left gathered: a step starts fully sharded
   for (int u = 0; u < num_units(); u++)
@@ -326,6 +333,7 @@ void FsdpEngine::finish_backward() {
 
 // Every unit's grad shard in one call (one host wait on cuda), summed in unit order.
 double FsdpEngine::grad_sumsq() {
+  check_trains("grad_sumsq");
   check_quiet("grad_sumsq");
   std::vector<const float*> xs;
   std::vector<size_t> ns;
@@ -338,6 +346,7 @@ double FsdpEngine::grad_sumsq() {
 }
 
 void FsdpEngine::update_params(const std::function<void(Backend& states, const ShardSegment&)>& update) {
+  check_trains("update_params");
   check_quiet("update_params");
   free_all_units();  // gathered copies of the old parameters
   for (int u = 0; u < num_units(); u++) {

@@ -56,7 +56,7 @@ EngineGeometry::EngineGeometry(const std::vector<int64_t>& unit_numel, int world
   }
   if (!resident_params())
     rotating_slots = opt.strategy == ShardStrategy::grad_op ? (int)units.size() - 1 : opt.gather_slots;
-  if (!direct_grads) grad_slots = 3;
+  if (!direct_grads && !opt.inference) grad_slots = 3;
 }
 
 int64_t EngineGeometry::shard_elems() const {
@@ -83,12 +83,14 @@ std::vector<BufferSpec> EngineGeometry::buffers() const {
   for (int u = 0; u < (int)units.size(); u++) {
     const int64_t shard = units[u].shard_numel, padded = units[u].padded;
     add(EngineBuffer::param, u, states_domain(), MemCat::param_shard, 4 * shard);
-    add(EngineBuffer::grad, u, states_domain(), MemCat::grad_shard, 4 * shard);
-    add(EngineBuffer::adam_m, u, states_domain(), MemCat::optim_state, 4 * shard);
-    add(EngineBuffer::adam_v, u, states_domain(), MemCat::optim_state, 4 * shard);
+    if (!opt.inference) {
+      add(EngineBuffer::grad, u, states_domain(), MemCat::grad_shard, 4 * shard);
+      add(EngineBuffer::adam_m, u, states_domain(), MemCat::optim_state, 4 * shard);
+      add(EngineBuffer::adam_v, u, states_domain(), MemCat::optim_state, 4 * shard);
+    }
     if (off == OffloadMode::optimizer) add(EngineBuffer::param_dev, u, dev, MemCat::param_shard, cs * shard);
     if (compute_copy) add(EngineBuffer::compute_copy, u, dev, MemCat::gathered_param, cs * shard);
-    if (opt.no_sync && !direct_grads) add(EngineBuffer::nosync_acc, u, dev, MemCat::gathered_grad, 4 * padded);
+    if (opt.no_sync && !direct_grads && !opt.inference) add(EngineBuffer::nosync_acc, u, dev, MemCat::gathered_grad, 4 * padded);
   }
   for (int i = 0; i < gather_slots(); i++) {
     add(EngineBuffer::slot_data, i, dev, MemCat::gathered_param, cs * slot_padded(i));

@@ -22,6 +22,7 @@
 //  - Direct grads: one rank and no offload: backward accumulates straight into the grad shards.
 //  - Gather slots: [0] the root unit (embed); then K rotating slots sized for the largest other unit
 //    (--gather-slots), or one per non-root unit under grad_op (forward's gather is kept until backward).
+//  - Inference (eval, sample): the fp32 param shards only, no gradient or Adam state and no gradient slots.
 //  - Gradient slots: [0] the root's, then 2 rotating ones, each a full-unit fp32 buffer (none with --no-sync,
 //    whose per-unit accumulators take their place), plus the reduce-scatter output (G > 1), the bf16 send and
 //    receive buffers (--reduce-dtype bf16 with more than one rank) and the host copy of the reduced shard
@@ -106,6 +107,9 @@ class EngineGeometry {
   int64_t slot_shard(int i) const { return i == 0 ? units[0].shard_numel : max_shard; }
   int64_t shard_elems() const;  // parameters this rank owns: the sum of the shards
   int64_t psi() const;          // the model's parameters, unpadded
+  // Bytes of model states per owned parameter: fp32 param, grad, Adam m and v (16), or the param alone
+  // (inference: 4).
+  int64_t state_bytes_per_param() const { return opt.inference ? 4 : 16; }
   std::vector<BufferSpec> buffers() const;
 };
 

@@ -34,6 +34,9 @@ struct FsdpOptions {
   bool no_sync = false;    // --no-sync: accumulate full grads locally, reduce on the last micro-step
   OffloadMode offload = OffloadMode::none;  // --offload
   DType reduce_dtype = DType::F32;  // --reduce-dtype: element type of the gradient reductions
+  // gpt eval and gpt sample: the engine holds the parameters only (no gradient or Adam state, no gradient
+  // slots), 4 bytes per owned parameter instead of 16; a backward or an optimizer step on it throws.
+  bool inference = false;
 
   static ShardStrategy parse_strategy(const std::string& s);  // throws naming --shard
   static OffloadMode parse_offload(const std::string& s);     // throws naming --offload

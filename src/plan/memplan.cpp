@@ -107,6 +107,7 @@ MemPlan plan_memory(const MemPlanInput& in) {
   p.root_padded = geo.units[0].padded;
   p.max_padded = geo.max_padded;
   p.rotating_slots = geo.rotating_slots;
+  p.state_bytes_per_param = geo.state_bytes_per_param();
   return p;
 }
 

@@ -61,10 +61,11 @@ struct MemPlan {
   int64_t root_padded = 0;    // embed unit padded to a multiple of G (the root gather slot)
   int64_t max_padded = 0;     // largest other unit, padded (one rotating gather slot)
   int rotating_slots = 0;     // rotating gather slots allocated (K; L+1 for grad_op; 0 when none are needed)
+  int64_t state_bytes_per_param = 16;  // EngineGeometry's: 16 (training), 4 (inference: the param only)
 
   int64_t at(MemDomain d, MemCat c) const { return peak[(int)d][(int)c]; }
-  // fp32 param + grad + m + v shards, wherever they live: 16 bytes per owned parameter.
-  int64_t model_state_bytes() const { return 16 * shard_elems; }
+  // fp32 param + grad + m + v shards, wherever they live: 16 bytes per owned parameter (4 for inference).
+  int64_t model_state_bytes() const { return state_bytes_per_param * shard_elems; }
 };
 
 // Checks the combination the way the engine, the model and `gpt train` would, with messages naming the
