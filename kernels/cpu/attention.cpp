@@ -9,6 +9,8 @@
 // thread: the OpenMP build of OpenBLAS does that by itself inside a parallel region, the pthread build is
 // told to for the duration (BlasSerial).
 //
+// Sampling's variant (attention_cached_forward) runs the same row blocks over a key/value cache.
+//
 // Backward per head, with P the probabilities and dO the output gradient:
 //   dP = dO V^T,  dS = P * (dP - rowsum(P * dP)),  dQ = scale dS K,  dK = scale dS^T Q,  dV = P^T dO.
 #include <cblas.h>
@@ -136,6 +138,53 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
       float* dq = dqkv + row0 * C3 + h * hs;      // (T, hs) ld 3C; dk at +C, dv at +2C
       attention_backward_head(dq, dq + C, dq + 2 * C, ds.data(), dout + row0 * C + h * hs, q, q + C, q + 2 * C,
                               att + static_cast<size_t>(bh) * T * T, T, C, hs, scale);
+    }
+  }
+}
+
+namespace {
+
+// dst (B,NH,Tmax,hs) at positions past..past+Tn-1 <- the (B,Tn) rows of src (ld 3C), head h in columns
+// h*hs..h*hs+hs.
+void append_heads(float* dst, const float* src, int B, int Tn, int past, int Tmax, int C, int NH) {
+  const int hs = C / NH;
+  for (int b = 0; b < B; b++)
+    for (int t = 0; t < Tn; t++)
+      for (int h = 0; h < NH; h++)
+        std::copy_n(src + (static_cast<size_t>(b) * Tn + t) * 3 * C + h * hs, hs,
+                    dst + ((static_cast<size_t>(b) * NH + h) * Tmax + past + t) * hs);
+}
+
+}  // namespace
+
+// As attention_forward, with the keys and values read from the caches (ld hs) and row t of the new block
+// at position past + t: row block ib needs key columns 0..past+(ib+1)*kBlock.
+void attention_cached_forward(float* out, float* kcache, float* vcache, const float* qkv, int B, int Tn, int past,
+                              int Tmax, int C, int NH) {
+  GPT_CHECK(NH > 0 && C % NH == 0, "attention: channels ", C, " are not a multiple of the heads ", NH);
+  GPT_CHECK(B >= 1 && Tn >= 1 && past >= 0 && past <= Tmax - Tn, "cached attention: positions ", past, "..",
+            (long long)past + Tn - 1, " do not fit a cache of ", Tmax);
+  const int hs = C / NH, C3 = 3 * C, nblk = (Tn + kBlock - 1) / kBlock;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  append_heads(kcache, qkv + C, B, Tn, past, Tmax, C, NH);
+  append_heads(vcache, qkv + 2 * C, B, Tn, past, Tmax, C, NH);
+  BlasSerial serial;
+#pragma omp parallel
+  {
+    std::vector<float> scores(static_cast<size_t>(kBlock) * (past + Tn));  // (nr, ncols) per thread
+#pragma omp for schedule(dynamic)
+    for (long task = 0; task < static_cast<long>(B) * NH * nblk; task++) {
+      const int ib = static_cast<int>(task % nblk), bh = static_cast<int>(task / nblk);
+      const int b = bh / NH, h = bh % NH;
+      const int r0 = ib * kBlock, nr = std::min(kBlock, Tn - r0), ncols = past + r0 + nr;
+      const float* q = qkv + (static_cast<size_t>(b) * Tn + r0) * C3 + h * hs;  // (nr, hs) ld 3C
+      const float* k = kcache + static_cast<size_t>(bh) * Tmax * hs;             // (ncols, hs) ld hs
+      const float* v = vcache + static_cast<size_t>(bh) * Tmax * hs;             // (ncols, hs) ld hs
+      float* o = out + (static_cast<size_t>(b) * Tn + r0) * C + h * hs;          // (nr, hs) ld C
+      float* p = scores.data();
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, ncols, hs, scale, q, C3, k, hs, 0.0f, p, ncols);
+      for (int r = 0; r < nr; r++) causal_softmax_row(p + static_cast<size_t>(r) * ncols, past + r0 + r, ncols);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, hs, ncols, 1.0f, p, ncols, v, hs, 0.0f, o, C);
     }
   }
 }

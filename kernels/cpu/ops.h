@@ -71,6 +71,11 @@ void attention_forward(float* out /*(B,T,C)*/, float* att /*(B,NH,T,T)*/, const 
 void attention_backward(float* dqkv /*(B,T,3C) =*/, const float* dout /*(B,T,C)*/,
                         const float* qkv /*(B,T,3C)*/, const float* att /*(B,NH,T,T)*/, int B, int T, int C,
                         int NH);
+// Over a key/value cache (sampling): k and v of the Tn new positions go into the caches at past.., then
+// each new query attends over positions 0..its own (Backend::attention_cached_forward).
+void attention_cached_forward(float* out /*(B,Tn,C)*/, float* kcache /*(B,NH,Tmax,hs)*/,
+                              float* vcache /*(B,NH,Tmax,hs)*/, const float* qkv /*(B,Tn,3C)*/, int B, int Tn,
+                              int past, int Tmax, int C, int NH);
 
 // ---- GELU, tanh approximation -------------------------------------------------------------------
 void gelu_forward(float* out /*(n)*/, const float* inp /*(n)*/, size_t n);

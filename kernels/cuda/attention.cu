@@ -11,6 +11,8 @@
 // The state is P in bf16 (B,NH,T,T): exactly the matrix forward multiplied with v, so backward
 // differentiates the function forward computed. Scratch holds the head-major copies of q, k, v, dy and
 // the (T,T) temporaries; it is reused by every layer.
+// Sampling's op (attention_cached_forward, bottom of the file) attends one query per block over a key/value
+// cache, with a running max and sum over tiles of keys, so no (T,T) matrix and no scratch.
 #include <cmath>
 
 #include "kernels/cuda/ops.cuh"
@@ -208,6 +210,112 @@ void attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf1
   merge(dqkv, 3 * C, s.dq, B, T, NH, hs, stream);
   merge(dqkv + C, 3 * C, s.dk, B, T, NH, hs, stream);
   merge(dqkv + 2 * C, 3 * C, s.dv, B, T, NH, hs, stream);
+}
+
+// ---- over a key/value cache (sampling) ------------------------------------------------------------
+namespace {
+
+constexpr int kCachedThreads = 128;  // keys per tile, one per thread; also the output columns per pass
+constexpr int kCachedAcc = kCachedAttentionMaxHs / kCachedThreads;
+
+// dst (B,NH,Tmax,hs) at positions past..past+Tn-1 <- the (B,Tn) rows of src (row stride 3C), head h in
+// columns h*hs..h*hs+hs: one thread per element, i over (b, h, t, d).
+__global__ void append_heads_kernel(bf16* dst, const bf16* src, int src_stride, int Tn, int past, int Tmax, int NH,
+                                    int hs, size_t total) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const size_t bht = i / hs, bh = bht / Tn;
+    const int d = static_cast<int>(i % hs), t = static_cast<int>(bht % Tn);
+    dst[(bh * Tmax + past + t) * hs + d] = src[row_layout_index(i, src_stride, Tn, NH, hs)];
+  }
+}
+
+// op over the block's threads (blockDim.x a multiple of 32); every thread gets the result. red: one float
+// per warp of shared memory, free again on return.
+template <bool kMax>
+__device__ float block_all_reduce(float v, float* red) {
+  v = kMax ? warp_max(v) : warp_sum(v);
+  if (threadIdx.x % kWarp == 0) red[threadIdx.x / kWarp] = v;
+  __syncthreads();
+  float r = red[0];
+  for (int w = 1; w < static_cast<int>(blockDim.x / kWarp); w++) r = kMax ? fmaxf(r, red[w]) : r + red[w];
+  __syncthreads();
+  return r;
+}
+
+// Block (t, h, b): the query at position past + t of head h over keys 0..past+t, in tiles of kCachedThreads
+// keys: thread j scores key k0 + j, the tile's max and sum update the running ones (every thread holds the
+// same), and thread c accumulates output columns c, c + kCachedThreads, ... rescaled by exp(m_old - m_new).
+__global__ void __launch_bounds__(kCachedThreads) cached_attention_kernel(bf16* out, const bf16* qkv,
+                                                                          const bf16* kcache, const bf16* vcache,
+                                                                          int Tn, int past, int Tmax, int C, int NH,
+                                                                          float scale) {
+  __shared__ float q[kCachedAttentionMaxHs];  // (hs) the query, fp32
+  __shared__ float p[kCachedThreads];         // (tile) exp(score - running max)
+  __shared__ float red[kCachedThreads / kWarp];
+  const int t = blockIdx.x, h = blockIdx.y, b = blockIdx.z, hs = C / NH, last = past + t;
+  const size_t bh = static_cast<size_t>(b) * NH + h;
+  const bf16* qrow = qkv + (static_cast<size_t>(b) * Tn + t) * 3 * C + static_cast<size_t>(h) * hs;
+  for (int d = threadIdx.x; d < hs; d += kCachedThreads) q[d] = to_f32(qrow[d]);
+  __syncthreads();
+  const bf16* K = kcache + bh * Tmax * hs;  // (Tmax, hs)
+  const bf16* V = vcache + bh * Tmax * hs;  // (Tmax, hs)
+  float m = -INFINITY, l = 0.0f, acc[kCachedAcc] = {};
+  for (int k0 = 0; k0 <= last; k0 += kCachedThreads) {
+    const int j = k0 + static_cast<int>(threadIdx.x), n = min(kCachedThreads, last + 1 - k0);
+    float s = -INFINITY;
+    if (j <= last) {
+      float dot = 0.0f;
+      for (int d = 0; d < hs; d++) dot += q[d] * to_f32(K[static_cast<size_t>(j) * hs + d]);
+      s = dot * scale;
+    }
+    const float m_new = fmaxf(m, block_all_reduce<true>(s, red));  // finite: key k0 <= last is in the tile
+    const float e = j <= last ? expf(s - m_new) : 0.0f;
+    p[threadIdx.x] = e;
+    const float corr = expf(m - m_new);  // 0 on the first tile (m = -inf)
+    l = l * corr + block_all_reduce<false>(e, red);  // its barrier also publishes p
+#pragma unroll
+    for (int i = 0; i < kCachedAcc; i++) {
+      const int d = static_cast<int>(threadIdx.x) + i * kCachedThreads;
+      if (d >= hs) break;
+      float a = acc[i] * corr;
+      for (int jj = 0; jj < n; jj++) a += p[jj] * to_f32(V[static_cast<size_t>(k0 + jj) * hs + d]);
+      acc[i] = a;
+    }
+    m = m_new;
+    __syncthreads();  // p is rewritten by the next tile
+  }
+  bf16* o = out + (static_cast<size_t>(b) * Tn + t) * C + static_cast<size_t>(h) * hs;
+#pragma unroll
+  for (int i = 0; i < kCachedAcc; i++) {
+    const int d = static_cast<int>(threadIdx.x) + i * kCachedThreads;
+    if (d < hs) o[d] = to_bf16(acc[i] / l);
+  }
+}
+
+void append_heads(bf16* dst, const bf16* src, int B, int Tn, int past, int Tmax, int C, int NH, cudaStream_t stream) {
+  const int hs = C / NH;
+  const size_t total = static_cast<size_t>(B) * NH * Tn * hs;
+  append_heads_kernel<<<grid_for(total, 256), 256, 0, stream>>>(dst, src, 3 * C, Tn, past, Tmax, NH, hs, total);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void attention_cached_forward(bf16* out, bf16* kcache, bf16* vcache, const bf16* qkv, int B, int Tn, int past,
+                              int Tmax, int C, int NH, cudaStream_t stream) {
+  GPT_CHECK(NH > 0 && C % NH == 0, "cuda attention: channels ", C, " not divisible by heads ", NH);
+  GPT_CHECK(B >= 1 && Tn >= 1 && past >= 0 && past <= Tmax - Tn, "cached attention: positions ", past, "..",
+            (long long)past + Tn - 1, " do not fit a cache of ", Tmax);
+  GPT_CHECK(C / NH <= kCachedAttentionMaxHs, "cuda cached attention (sampling): head size ", C / NH,
+            " is above the largest it runs, ", kCachedAttentionMaxHs);
+  GPT_CHECK(B <= 65535 && NH <= 65535, "cuda cached attention: B ", B, " or NH ", NH, " above the grid's 65535");
+  append_heads(kcache, qkv + C, B, Tn, past, Tmax, C, NH, stream);
+  append_heads(vcache, qkv + 2 * C, B, Tn, past, Tmax, C, NH, stream);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(C / NH));
+  cached_attention_kernel<<<dim3(Tn, NH, B), kCachedThreads, 0, stream>>>(out, qkv, kcache, vcache, Tn, past, Tmax,
+                                                                          C, NH, scale);
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace gpt::cuda

@@ -138,6 +138,13 @@ void attention_forward(bf16* out /*(B,T,C)*/, bf16* state /*(B,NH,T,T)*/, const 
 void attention_backward(bf16* dqkv /*(B,T,3C) =*/, const bf16* dout /*(B,T,C)*/, const bf16* qkv /*(B,T,3C)*/,
                         const bf16* out /*(B,T,C)*/, const bf16* state /*(B,NH,T,T)*/, int B, int T, int C,
                         int NH, const BlasContext& ctx, void* scratch, cudaStream_t stream);
+// Over a key/value cache (sampling): k and v of the Tn new positions go into the caches at past.., then each
+// new query attends over positions 0..its own, in fp32 (one block per query and head, keys in tiles with a
+// running max and sum). Head sizes up to kCachedAttentionMaxHs.
+constexpr int kCachedAttentionMaxHs = 256;
+void attention_cached_forward(bf16* out /*(B,Tn,C)*/, bf16* kcache /*(B,NH,Tmax,hs)*/, bf16* vcache /*(B,NH,Tmax,hs)*/,
+                              const bf16* qkv /*(B,Tn,3C)*/, int B, int Tn, int past, int Tmax, int C, int NH,
+                              cudaStream_t stream);
 
 // ---- attention_fused.cu -------------------------------------------------------------------------
 // The fused (flash-style) path of the same op: state is the row log-sum-exp (B,NH,T) fp32, scratch the

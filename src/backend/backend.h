@@ -153,6 +153,14 @@ class Backend {
   virtual void attention_backward(void* dqkv /*(B,T,3C) =*/, const void* dout /*(B,T,C)*/,
                                   const void* qkv /*(B,T,3C)*/, const void* out /*(B,T,C)*/,
                                   const void* state, int B, int T, int C, int NH) = 0;
+  // Attention over a key/value cache, for sampling (GPT::forward_cached): the Tn new positions
+  // past..past+Tn-1 of each sequence. Their keys and values (from qkv) are written into the caches at those
+  // positions, then each new query attends causally over positions 0..its own: out = softmax(q k^T / sqrt(hs))
+  // v, what attention_forward gives that row over the whole sequence. Positions < past must hold the earlier
+  // calls' keys and values. The same op on every attention path; nothing is kept for a backward.
+  virtual void attention_cached_forward(void* out /*(B,Tn,C)*/, void* kcache /*(B,NH,Tmax,hs)*/,
+                                        void* vcache /*(B,NH,Tmax,hs)*/, const void* qkv /*(B,Tn,3C)*/, int B,
+                                        int Tn, int past, int Tmax, int C, int NH) = 0;
 
   // GELU, tanh approximation (GPT-2's)
   virtual void gelu_forward(void* out /*(N)*/, const void* inp /*(N)*/, size_t n) = 0;

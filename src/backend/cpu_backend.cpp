@@ -104,6 +104,10 @@ class CpuBackend : public Backend {
                           const void* state, int B, int T, int C, int NH) override {
     cpu::attention_backward(f(dqkv), f(dout), f(qkv), f(state), B, T, C, NH);
   }
+  void attention_cached_forward(void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn, int past,
+                                int Tmax, int C, int NH) override {
+    cpu::attention_cached_forward(f(out), f(kcache), f(vcache), f(qkv), B, Tn, past, Tmax, C, NH);
+  }
 
   void gelu_forward(void* out, const void* inp, size_t n) override { cpu::gelu_forward(f(out), f(inp), n); }
   void gelu_backward(void* dinp, const void* inp, const void* dout, size_t n) override {

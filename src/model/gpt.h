@@ -9,6 +9,7 @@
 #include "src/model/activations.h"
 #include "src/model/config.h"
 #include "src/model/init_rule.h"
+#include "src/model/kv_cache.h"
 #include "src/model/layout.h"
 #include "src/model/param_source.h"
 #include "src/model/recompute.h"
@@ -38,6 +39,11 @@ class GPT {
   // The sum of the per-token losses of every backward since the last call, read from the device (one host
   // wait); the total restarts from 0. A trainer calls it once per step.
   double take_loss_sum();
+  // Sampling: runs tokens[0..n) at positions cache.length().. of one sequence through the model, appending
+  // every layer's keys and values to the cache, and returns the last position's logits, (Vp) in compute
+  // dtype on the device (valid until the next call). The same math as forward() over the whole sequence
+  // with recompute none. Needs cache.length() + n <= cache.capacity().
+  const void* forward_cached(const int* tokens, int n, KvCache& cache, ParamSource& params);
   // Logits of the last forward, (B, T, Vp) in compute dtype on the device.
   const void* logits() const { return acts_ ? acts_->logits : nullptr; }
   // Per-token losses of the last forward, copied to the host (B*T).
@@ -58,11 +64,14 @@ class GPT {
   static double matrix_init_std(const GPTConfig& c, InitRule rule);
 
  private:
-  struct BlockParams;
+  struct BlockParams {  // one block's parameters inside its gathered unit (compute dtype), Layout's order
+    const void *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+  };
   BlockParams block_params(const void* unit) const;
   struct BlockGrads;
   BlockGrads block_grads(float* unit) const;
   void block_forward(int layer, const BlockParams& p, const void* x, void* out, bool only_scratch);
+  void block_forward_cached(const BlockParams& p, int layer, int n, KvCache& cache);
   void block_backward(int layer, const BlockParams& p, const BlockGrads& g, const void* x);
   const void* at(const void* base, int64_t elems) const;
   void run_forward(const int* inputs, const int* targets, int B, int T, ParamSource& params);

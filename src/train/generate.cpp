@@ -38,23 +38,30 @@ int sample_token(std::vector<float> logits, const SampleParams& p, Rng& rng) {
   return idx[keep - 1];
 }
 
+const void* next_token_logits(GPT& model, ParamSource& params, const std::vector<int>& toks, KvCache& kv) {
+  if (kv.length() == 0 || kv.length() == kv.capacity()) {
+    kv.reset();
+    const int len = std::min<int>((int)toks.size(), kv.capacity());
+    return model.forward_cached(toks.data() + toks.size() - len, len, kv, params);
+  }
+  GPT_CHECK((size_t)kv.length() + 1 == toks.size(), "sample: the cache holds ", kv.length(), " positions, ",
+            "expected one fewer than the ", toks.size(), " tokens");
+  return model.forward_cached(&toks.back(), 1, kv, params);
+}
+
 std::vector<int> generate(GPT& model, ParamSource& params, const std::vector<int>& prompt, int count,
                           const SampleParams& p, Rng& rng, const std::function<void(int)>& on_token) {
   const GPTConfig& c = model.config();
   GPT_CHECK(!prompt.empty(), "sample: the prompt must have at least one token");
+  GPT_CHECK(count >= 0, "sample: the token count must be >= 0, got ", count);
   Backend& be = model.backend();
   std::vector<int> toks = prompt;
-  const int window = std::min<int>(c.max_seq_len, (int)prompt.size() + count);
-  std::vector<int> in((size_t)window, 0);
+  KvCache kv(be, c, (int)std::min<int64_t>(c.max_seq_len, (int64_t)prompt.size() + count));
   float* row_dev = static_cast<float*>(be.alloc((size_t)c.padded_vocab_size * sizeof(float), MemCat::workspace));
   std::vector<float> row((size_t)c.padded_vocab_size);
   for (int i = 0; i < count; i++) {
-    const int len = std::min<int>((int)toks.size(), window);
-    std::copy(toks.end() - len, toks.end(), in.begin());
-    model.forward(in.data(), nullptr, 1, window, params);
-    // logits row len-1 (compute dtype) -> fp32 on the device -> host
-    const char* base = static_cast<const char*>(model.logits()) + (size_t)(len - 1) * c.padded_vocab_size * be.compute_size();
-    be.compute_to_f32(row_dev, base, (size_t)c.padded_vocab_size);
+    // logits (compute dtype) -> fp32 on the device -> host
+    be.compute_to_f32(row_dev, next_token_logits(model, params, toks, kv), (size_t)c.padded_vocab_size);
     be.copy_d2h(row.data(), row_dev, row.size() * sizeof(float));
     be.synchronize();
     std::vector<float> real(row.begin(), row.begin() + c.vocab_size);

@@ -162,8 +162,8 @@ std::string Trainer::sample(const std::vector<int>& prompt, int tokens, float te
   sp.temperature = temperature;
   sp.top_k = top_k;
   sp.top_p = top_p;
+  model_->release_activations();  // room for the key/value cache; the next step re-creates the training shape
   std::vector<int> ids = generate(*model_, *engine_, prompt, tokens, sp, progress_.rng);
-  model_->release_activations();  // the training shape is re-created by the next step
   return tokenizer_ ? tokenizer_->decode(ids) : std::string();
 }
 

@@ -1,6 +1,6 @@
-// CUDA causal self-attention (forward and backward) against its CPU twin. The reference is a naive double
-// loop per (batch, head); next to each value it carries a first-order error bound (derivation: top of
-// test_cuda_ops.cpp), once for the CPU (fp32 throughout) and once for the GPU, whose probabilities P and
+// CUDA causal self-attention (forward, backward, and sampling's cached forward) against its CPU twin. The
+// reference is a naive double loop per (batch, head); next to each value it carries a first-order error bound
+// (derivation: top of test_cuda_ops.cpp), once for the CPU (fp32 throughout) and once for the GPU, whose P and
 // softmax gradient dS are bf16 matrices (relative perturbations of ub) and whose outputs are rounded to bf16.
 //
 // Per head, scale s = 1/sqrt(hs), causal rows i over keys j <= i:
@@ -384,6 +384,75 @@ TEST(AttentionPath, CpuBackendRefusesFlashStylePaths) {
 
 TEST_F(CudaTwin, AttentionStateIsBf16Probabilities) {
   EXPECT_EQ(gpu->attention_state_bytes(2, 64, 3), size_t{2} * 3 * 64 * 64 * 2);
+}
+
+// Sampling's op over a key/value cache (attention_cached_forward), fed the sequence in chunks (a prompt, single
+// tokens, a longer run): every chunk's rows against the reference of the whole sequence, on both backends,
+// and the caches against the keys and values fed (copies, so exact). The GPU's bound is the fused path's,
+// which covers this kernel: it counts every probability as bf16 (a relative ub = 2^16 u), where this kernel
+// keeps them in fp32 and adds per tile of 128 keys only the rescaling's exp and product (about 6u + u |m_old -
+// m_new| relative), far inside ub at the few tiles of these shapes; the output is rounded to bf16 once.
+struct CachedRun {
+  std::vector<float> out, k, v;  // (B,T,C); (B,NH,Tmax,hs) each
+};
+
+CachedRun run_cached(Backend& be, const std::vector<float>& qkv, AttnShape sh, int Tmax, const std::vector<int>& chunks) {
+  const int B = sh.B, T = sh.T, C = sh.C, NH = sh.NH, C3 = 3 * C;
+  const size_t cache = static_cast<size_t>(B) * NH * Tmax * (C / NH);
+  DevBuf kc = poisoned_compute(be, cache), vc = poisoned_compute(be, cache);
+  CachedRun r;
+  r.out.assign(static_cast<size_t>(B) * T * C, NAN);
+  int past = 0;
+  for (int n : chunks) {
+    std::vector<float> in(static_cast<size_t>(B) * n * C3);
+    for (int b = 0; b < B; b++)
+      std::copy_n(&qkv[(static_cast<size_t>(b) * T + past) * C3], static_cast<size_t>(n) * C3,
+                  &in[static_cast<size_t>(b) * n * C3]);
+    DevBuf din = upload_compute(be, in), dout = poisoned_compute(be, static_cast<size_t>(B) * n * C);
+    be.attention_cached_forward(dout.get(), kc.get(), vc.get(), din.get(), B, n, past, Tmax, C, NH);
+    const std::vector<float> o = download_compute(be, dout.get(), static_cast<size_t>(B) * n * C);
+    for (int b = 0; b < B; b++)
+      std::copy_n(&o[static_cast<size_t>(b) * n * C], static_cast<size_t>(n) * C,
+                  &r.out[(static_cast<size_t>(b) * T + past) * C]);
+    past += n;
+  }
+  EXPECT_EQ(past, T);
+  r.k = download_compute(be, kc.get(), cache);
+  r.v = download_compute(be, vc.get(), cache);
+  return r;
+}
+
+void check_cached(Backend& gpu, Backend& cpu, AttnShape sh, int Tmax, const std::vector<int>& chunks, uint64_t seed) {
+  const int B = sh.B, T = sh.T, C = sh.C, NH = sh.NH, hs = C / NH;
+  Rng rng(seed);
+  auto qkv = uniform_bf16(rng, static_cast<size_t>(B) * T * 3 * C, -1.5f, 1.5f);
+  const std::vector<float> dout(static_cast<size_t>(B) * T * C, 0.0f);
+  const AttnRef rg = attention_reference(qkv, dout, sh, Path::gpu_fused), rc = attention_reference(qkv, dout, sh, Path::cpu);
+  const CachedRun g = run_cached(gpu, qkv, sh, Tmax, chunks), c = run_cached(cpu, qkv, sh, Tmax, chunks);
+  const std::string tag = " B=" + std::to_string(B) + " T=" + std::to_string(T) + " hs=" + std::to_string(hs);
+  expect_twins("attention_cached_forward out" + tag, g.out, c.out, rg.out, rg.tout, rc.tout);
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < NH; h++)
+      for (int t = 0; t < T; t++)
+        for (int d = 0; d < hs; d++) {
+          const size_t at = ((static_cast<size_t>(b) * NH + h) * Tmax + t) * hs + d;
+          const size_t row = (static_cast<size_t>(b) * T + t) * 3 * C + h * hs + d;
+          ASSERT_EQ(g.k[at], qkv[row + C]) << "key cache" << tag;
+          ASSERT_EQ(g.v[at], qkv[row + 2 * C]) << "value cache" << tag;
+        }
+}
+
+TEST_F(CudaTwin, CachedAttentionMatchesReference) {
+  check_cached(*gpu, *cpu, AttnShape{2, 37, 48, 3}, 40, {20, 1, 1, 15}, 421);  // hs 16, one key tile
+  check_cached(*gpu, *cpu, AttnShape{1, 300, 128, 2}, 300, {200, 1, 99}, 422); // hs 64, three key tiles
+  check_cached(*gpu, *cpu, AttnShape{1, 40, 512, 2}, 40, {39, 1}, 423);        // hs 256: two columns per thread
+}
+
+TEST_F(CudaTwin, CachedAttentionRefusesWhatItCannotRun) {
+  DevBuf qkv = poisoned_compute(*gpu, 3 * 1024), out = poisoned_compute(*gpu, 1024);
+  DevBuf kc = poisoned_compute(*gpu, 4 * 1024), vc = poisoned_compute(*gpu, 4 * 1024);
+  EXPECT_THROW(gpu->attention_cached_forward(out.get(), kc.get(), vc.get(), qkv.get(), 1, 1, 4, 4, 1024, 2), Error);
+  EXPECT_THROW(gpu->attention_cached_forward(out.get(), kc.get(), vc.get(), qkv.get(), 1, 1, 0, 4, 1024, 2), Error);
 }
 
 }  // namespace

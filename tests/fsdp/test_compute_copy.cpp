@@ -84,6 +84,7 @@ class Bf16EngineBackend final : public Backend {
   void attention_backward(void*, const void*, const void*, const void*, const void*, int, int, int, int) override {
     none();
   }
+  void attention_cached_forward(void*, void*, void*, const void*, int, int, int, int, int, int) override { none(); }
   void gelu_forward(void*, const void*, size_t) override { none(); }
   void gelu_backward(void*, const void*, const void*, size_t) override { none(); }
   void residual_forward(void*, const void*, const void*, size_t) override { none(); }

@@ -4,6 +4,7 @@
 // starts from, and loading parameters drops gathered copies of the old ones.
 #include <gtest/gtest.h>
 
+#include "src/train/generate.h"
 #include "tests/common/error_of.h"
 #include "tests/common/tiny_config.h"
 #include "tests/fsdp/fsdp_run.h"
@@ -78,7 +79,8 @@ TEST(EngineOrder, ForwardOnlyPassesBetweenStepsChangeNothing) {
       const float a = plain.train_step();
       const int64_t plain_bytes = plain.engine->traffic_step().total_sent();
       with_eval.model->forward(in.data(), tg.data(), B, T, *with_eval.engine);  // eval
-      with_eval.model->forward(in.data(), nullptr, B, T, *with_eval.engine);    // a sample's forward
+      Rng rng(s);  // a sample: the prompt through the key/value cache, then one row per token
+      EXPECT_EQ(generate(*with_eval.model, *with_eval.engine, {1, 2, 3}, 6, SampleParams(), rng).size(), 6u);
       with_eval.engine->begin_traffic_step();
       const float b = with_eval.train_step();
       EXPECT_EQ(a, b) << FsdpOptions::name(st) << " step " << s + 1;

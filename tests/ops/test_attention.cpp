@@ -1,6 +1,7 @@
 // Causal self-attention against a naive double loop (outputs and saved probabilities), the backward
 // against finite differences (all of qkv for a small case; sampled entries for a case that spans several
-// 64-row blocks), and causality: changing a future token's k and v leaves earlier outputs bit-identical.
+// 64-row blocks), causality: changing a future token's k and v leaves earlier outputs bit-identical, and
+// the cached variant sampling uses against the same loop.
 #include "tests/ops/op_test_util.h"
 
 namespace gpt::test {
@@ -108,6 +109,56 @@ TEST(Attention, FutureTokensDoNotChangeThePast) {
     // ...while the token itself and later ones do see the change.
     EXPECT_NE(out1[(b * s.T + tf) * s.C], out2[(b * s.T + tf) * s.C]);
   }
+}
+
+// The cached op (sampling) over a sequence fed in chunks: each chunk's outputs equal the rows of the naive
+// loop over the whole sequence (the same bound as the forward above: the same float math, one row block at
+// a time), and the caches hold exactly the keys and values of every position fed so far.
+void check_cached(const AttnShape& s, int Tmax, const std::vector<int>& chunks, uint64_t seed) {
+  auto be = cpu_backend();
+  const int C = s.C, C3 = 3 * C, hs = C / s.NH;
+  auto qkv = randn(s.qkv(), seed);
+  const std::vector<double> ref = attention_ref(s, to_double(qkv));
+  const size_t cache = static_cast<size_t>(s.B) * s.NH * Tmax * hs;
+  std::vector<float> kc(cache, 5.0f), vc(cache, 5.0f);  // garbage beyond what is fed: never read
+  int past = 0;
+  for (int n : chunks) {
+    std::vector<float> in(static_cast<size_t>(s.B) * n * C3), out(static_cast<size_t>(s.B) * n * C, 9.0f);
+    std::vector<double> want(out.size());
+    for (int b = 0; b < s.B; b++)
+      for (int t = 0; t < n; t++) {
+        const size_t row = static_cast<size_t>(b) * s.T + past + t, at = static_cast<size_t>(b) * n + t;
+        std::copy_n(&qkv[row * C3], C3, &in[at * C3]);
+        std::copy_n(&ref[row * C], C, &want[at * C]);
+      }
+    be->attention_cached_forward(out.data(), kc.data(), vc.data(), in.data(), s.B, n, past, Tmax, C, s.NH);
+    EXPECT_TRUE(all_close(out, want, 1e-5, 1e-5)) << "chunk of " << n << " after " << past;
+    past += n;
+  }
+  ASSERT_EQ(past, s.T);
+  for (int b = 0; b < s.B; b++)
+    for (int h = 0; h < s.NH; h++)
+      for (int t = 0; t < s.T; t++)
+        for (int d = 0; d < hs; d++) {
+          const size_t at = ((static_cast<size_t>(b) * s.NH + h) * Tmax + t) * hs + d;
+          const size_t row = (static_cast<size_t>(b) * s.T + t) * C3 + h * hs + d;
+          ASSERT_EQ(kc[at], qkv[row + C]);
+          ASSERT_EQ(vc[at], qkv[row + 2 * C]);
+        }
+}
+
+TEST(Attention, CachedMatchesNaiveLoop) {
+  check_cached({2, 7, 12, 3}, 7, {7}, 50);                    // the whole sequence at once
+  check_cached({2, 9, 12, 3}, 12, {3, 1, 1, 4}, 51);          // a prompt, then tokens; spare cache
+  check_cached({1, 150, 32, 2}, 150, {70, 1, 64, 15}, 52);    // chunks over several 64-row blocks
+}
+
+TEST(Attention, CachedRefusesPositionsPastTheCache) {
+  auto be = cpu_backend();
+  std::vector<float> qkv(2 * 3 * 8), out(2 * 8), kc(4 * 8), vc(4 * 8);
+  EXPECT_THROW(be->attention_cached_forward(out.data(), kc.data(), vc.data(), qkv.data(), 1, 2, 3, 4, 8, 2), Error);
+  EXPECT_THROW(be->attention_cached_forward(out.data(), kc.data(), vc.data(), qkv.data(), 1, 1, -1, 4, 8, 2), Error);
+  EXPECT_NO_THROW(be->attention_cached_forward(out.data(), kc.data(), vc.data(), qkv.data(), 1, 2, 2, 4, 8, 2));
 }
 
 }  // namespace

@@ -320,6 +320,10 @@ class CudaBackend final : public Backend {
     void* s = scratch("attention_backward", cuda::attention_scratch_bytes(B, T, C, NH));
     cuda::attention_backward(H(dqkv), H(dout), H(qkv), H(out), H(state), B, T, C, NH, blas_, s, stream_);
   }
+  void attention_cached_forward(void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn, int past,
+                                int Tmax, int C, int NH) override {
+    cuda::attention_cached_forward(H(out), H(kcache), H(vcache), H(qkv), B, Tn, past, Tmax, C, NH, stream_);
+  }
 #ifdef GPT_WITH_CUDNN
   size_t cudnn_plan_count() const { return cudnn_ ? cudnn_->plan_count() : 0; }
 #endif

@@ -1,0 +1,57 @@
+// Sampling with a key/value cache (GPT::forward_cached): the forward of gpt.cpp for the new positions only.
+// Each block runs its ops on the n new rows, and attention reads the earlier positions' keys and values from
+// the cache (Backend::attention_cached_forward) instead of recomputing them; the position embeddings start
+// at the cache's length. Only the last position's logits are computed: sampling reads no other row. The ops
+// are those forward() runs with recompute none (the GELU in fc's product included), so the logits are the
+// ones forward() gives that position, up to the order of sums in the products.
+#include <string>
+
+#include "src/core/check.h"
+#include "src/model/gpt.h"
+
+namespace gpt {
+
+// One block on the cache's n new rows: cache.x in, cache.x out.
+void GPT::block_forward_cached(const BlockParams& p, int l, int n, KvCache& kv) {
+  const GPTConfig& c = config();
+  const int C = c.channels;
+  be_.layernorm_forward(kv.ln, kv.mean, kv.rstd, kv.x, p.ln1w, p.ln1b, n, C);
+  be_.matmul_forward(kv.qkv, kv.ln, p.qkvw, p.qkvb, n, C, 3 * C);
+  be_.attention_cached_forward(kv.atty, kv.k[l], kv.v[l], kv.qkv, 1, n, kv.length(), kv.capacity(), C, c.num_heads);
+  be_.matmul_forward(kv.proj, kv.atty, p.attprojw, p.attprojb, n, C, C);
+  be_.residual_layernorm_forward(kv.res2, kv.ln, kv.mean, kv.rstd, kv.x, kv.proj, p.ln2w, p.ln2b, n, C);
+  be_.matmul_gelu_forward(kv.fch_gelu, kv.fch, kv.ln, p.fcw, p.fcb, n, C, 4 * C);
+  be_.matmul_forward(kv.proj, kv.fch_gelu, p.fcprojw, p.fcprojb, n, 4 * C, C);
+  be_.residual_forward(kv.x, kv.res2, kv.proj, (size_t)n * C);
+}
+
+const void* GPT::forward_cached(const int* tokens, int n, KvCache& kv, ParamSource& params) {
+  const GPTConfig& c = config();
+  const int C = c.channels, L = c.num_layers, past = kv.length();
+  GPT_CHECK(n >= 1 && n <= kv.capacity() - past, "sample: ", n, " new tokens after ", past,
+            " do not fit the key/value cache of ", kv.capacity(), " positions");
+  for (int i = 0; i < n; i++)
+    GPT_CHECK(tokens[i] >= 0 && tokens[i] < c.vocab_size, "sample: token ", tokens[i],
+              " is outside the vocabulary [0, ", c.vocab_size, ")");
+  be_.copy_h2d(kv.tokens, tokens, sizeof(int) * (size_t)n);
+
+  const void* embed = params.acquire(layout_.embed_unit(), Pass::forward);
+  const void* wte = at(embed, layout_.wte_offset());
+  // positions past..past+n-1: the rows of wpe from `past` on
+  be_.encoder_forward(kv.x, kv.tokens, wte, at(embed, layout_.wpe_offset() + (int64_t)past * C), 1, n, C);
+  for (int l = 0; l < L; l++) {
+    const int u = layout_.block_unit(l);
+    block_forward_cached(block_params(params.acquire(u, Pass::forward)), l, n, kv);
+    params.release(u, Pass::forward);
+  }
+  const void* head = params.acquire(layout_.head_unit(), Pass::forward);
+  const void* last = at(kv.x, (int64_t)(n - 1) * C);  // (1, C): the only row sampling reads
+  be_.layernorm_forward(kv.ln, kv.mean, kv.rstd, last, head, at(head, C), 1, C);
+  params.release(layout_.head_unit(), Pass::forward);
+  be_.matmul_forward(kv.logits, kv.ln, wte, nullptr, 1, C, c.padded_vocab_size);
+  params.release(layout_.embed_unit(), Pass::forward);
+  kv.advance(n);
+  return kv.logits;
+}
+
+}  // namespace gpt

@@ -1,0 +1,52 @@
+// What sampling keeps between tokens: every layer's keys and values of the positions run so far, so that
+// each new token costs one row through the model (GPT::forward_cached) instead of a forward over the whole
+// window. Also the scratch of one call, sized for the longest (a prompt of `capacity` tokens), and one
+// sequence only: sampling draws one. All of it is tagged `activation` in the memory ledger.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "src/backend/backend.h"
+#include "src/model/config.h"
+
+namespace gpt {
+
+// The bytes a KvCache of `capacity` positions allocates (cs = the compute dtype's size).
+int64_t kv_cache_bytes(const GPTConfig& cfg, int capacity, int64_t cs);
+
+class KvCache {
+ public:
+  // capacity: the most positions it holds, 1..max_seq_len.
+  KvCache(Backend& be, const GPTConfig& cfg, int capacity);
+  ~KvCache();
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
+
+  int capacity() const { return capacity_; }
+  int length() const { return length_; }  // positions 0..length-1 hold keys and values
+  void reset() { length_ = 0; }           // the next call starts again at position 0
+  void advance(int n) { length_ += n; }   // GPT::forward_cached, after appending n positions
+
+  std::vector<void*> k, v;  // [layer] (NH, capacity, hs) keys and values, compute dtype
+  // Scratch of one call of n <= capacity rows (compute dtype unless fp32 is named):
+  void* x = nullptr;          // (n, C)   the residual stream: embeddings in, each block's output back
+  void* res2 = nullptr;       // (n, C)   the stream after attention
+  void* ln = nullptr;         // (n, C)   ln1, ln2 and lnf outputs in turn
+  void* qkv = nullptr;        // (n, 3C)
+  void* atty = nullptr;       // (n, C)   attention output before its projection
+  void* proj = nullptr;       // (n, C)   a projection's output before its residual add
+  void* fch = nullptr;        // (n, 4C)  fc pre-activation
+  void* fch_gelu = nullptr;   // (n, 4C)
+  float* mean = nullptr;      // (n) fp32 layernorm statistics
+  float* rstd = nullptr;      // (n) fp32
+  int* tokens = nullptr;      // (n) token ids on the device
+  void* logits = nullptr;     // (Vp) the last position's logits
+
+ private:
+  void* take(size_t bytes);
+  Backend& be_;
+  int capacity_ = 0, length_ = 0;
+  std::vector<void*> owned_;
+};
+
+}  // namespace gpt
