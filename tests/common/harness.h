@@ -1,5 +1,5 @@
-// A single-process model for tests: cpu backend, world-size-1 communicator, FSDP engine (which then
-// hands out parameters directly), and helpers to load weights and run steps without the Trainer.
+// A single-process model for tests: cpu backend (or the one named), world-size-1 communicator, FSDP engine
+// (which then hands out parameters directly), and helpers to load weights and run steps without the Trainer.
 #pragma once
 #include <cmath>
 #include <memory>
@@ -20,9 +20,10 @@ struct Harness {
   std::unique_ptr<GPT> model;
   std::unique_ptr<FsdpEngine> engine;
 
-  explicit Harness(const GPTConfig& cfg, RecomputePolicy rp = {}, FsdpOptions fo = {}) {
+  explicit Harness(const GPTConfig& cfg, RecomputePolicy rp = {}, FsdpOptions fo = {},
+                   const std::string& device = "cpu") {
     comm = make_single_communicator();
-    be = make_backend("cpu");
+    be = make_backend(device);
     model = std::make_unique<GPT>(*be, cfg, rp);
     engine = std::make_unique<FsdpEngine>(*be, *comm, model->layout(), fo);
   }

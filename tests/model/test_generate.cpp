@@ -12,101 +12,26 @@
 #include "src/io/model_file.h"
 #include "src/plan/memplan.h"
 #include "src/train/generate.h"
-#include "tests/common/harness.h"
-#include "tests/common/json_lite.h"
-#include "tests/common/test_paths.h"
+#include "tests/common/generate_golden.h"
 
 namespace gpt::test {
 namespace {
 
-std::string fixture(const std::string& f) { return source_dir() + "/tests/fixtures/golden_d2/" + f; }
-
-struct Case {
-  std::string name;
-  std::vector<int> prompt, tokens;         // the prompt; the token appended after each step
-  std::vector<std::vector<double>> logits;  // [step] PyTorch's fp64 logits over the V real columns
-};
-
-std::vector<Case> load_cases() {
-  const std::string text = read_log(fixture("generate.json"));
-  EXPECT_FALSE(text.empty()) << fixture("generate.json");
-  const JValue doc = JsonParser(text).parse();
-  std::vector<Case> cases;
-  for (const JValue& c : doc.at("cases").arr) {
-    Case k;
-    k.name = c.at("name").str;
-    for (const JValue& t : c.at("prompt").arr) k.prompt.push_back((int)t.num);
-    for (const JValue& s : c.at("steps").arr) {
-      k.tokens.push_back((int)s.at("token").num);
-      std::vector<double> row;
-      for (const JValue& x : s.at("logits").arr) row.push_back(x.num);
-      k.logits.push_back(row);
-    }
-    cases.push_back(k);
-  }
-  EXPECT_EQ(cases.size(), 3u);
-  return cases;
-}
-
-// The first V of the Vp logits at `p` (the cpu backend's compute dtype is fp32, on the host).
-std::vector<float> real_logits(const void* p, const GPTConfig& c) {
-  const float* f = static_cast<const float*>(p);
-  return std::vector<float>(f, f + c.vocab_size);
-}
-
-double max_diff(const std::vector<float>& a, const std::vector<double>& b) {
-  double m = 0;
-  for (size_t i = 0; i < b.size(); i++) m = std::max(m, std::fabs((double)a[i] - b[i]));
-  return m;
-}
-
-// Every step's logits from the cache (next_token_logits) and, for the bound, from a forward over the same
-// window, each against PyTorch's fp64. The bound is derived from the full forward's own fp32 error, the path
-// tests/model/test_golden.cpp holds to PyTorch: both paths run the same ops on the same rows and differ only
-// in the order of the sums inside the products and the attention (one row against all rows at once), so
-// their errors are the same kind (tests/fsdp/noise_floor.h derives the multiple: at most twice the
-// roundings, x2; one more draw against a floor estimated from samples, x8). The floor is at least the 2u of
-// rounding each logit once. A decoding bug (a window off by one token, a window that does not slide, keys
-// of the wrong position) moves the logits by 1.6e-3 to 0.29 (measured with the fixture's script).
 TEST(Generate, CachedLogitsMatchPyTorch) {
-  const ModelWeights w = load_model_file(fixture("model.bin"));
-  const GPTConfig& c = w.config;
-  Harness h(c);
+  const ModelWeights w = load_model_file(golden_d2("model.bin"));
+  Harness h(w.config);
   h.set_weights(w.units);
-  double floor = 0, cached_err = 0, max_logit = 0;
-  for (const Case& k : load_cases()) {
-    const int capacity = std::min<int>(c.max_seq_len, (int)(k.prompt.size() + k.tokens.size()));
-    KvCache kv(*h.be, c, capacity);
-    std::vector<int> toks = k.prompt;
-    for (size_t s = 0; s < k.tokens.size(); s++) {
-      const std::vector<float> cached = real_logits(next_token_logits(*h.model, *h.engine, toks, kv), c);
-      const int len = std::min<int>((int)toks.size(), c.max_seq_len);
-      std::vector<int> window(toks.end() - len, toks.end());
-      h.model->forward(window.data(), nullptr, 1, len, *h.engine);
-      const char* last = static_cast<const char*>(h.model->logits()) + (size_t)(len - 1) * c.padded_vocab_size * 4;
-      const std::vector<float> full = real_logits(last, c);
-      floor = std::max(floor, max_diff(full, k.logits[s]));
-      cached_err = std::max(cached_err, max_diff(cached, k.logits[s]));
-      for (double x : k.logits[s]) max_logit = std::max(max_logit, std::fabs(x));
-      ASSERT_EQ(kv.length(), len) << k.name << " step " << s;
-      toks.push_back(k.tokens[s]);
-    }
-  }
-  floor = std::max(floor, 2 * 0x1p-24 * max_logit);
-  const double bound = 2 * 8 * floor;
-  EXPECT_LE(cached_err, bound) << "full forward's error " << floor;
-  std::printf("cached logits: max error %.3g against PyTorch fp64, full forward %.3g, bound %.3g\n", cached_err,
-              floor, bound);
+  expect_cached_within_bound(generate_errors(h), 0x1p-24);
 }
 
 TEST(Generate, GreedyTokensMatchPyTorch) {
-  const ModelWeights w = load_model_file(fixture("model.bin"));
+  const ModelWeights w = load_model_file(golden_d2("model.bin"));
   Harness h(w.config);
   h.set_weights(w.units);
   SampleParams greedy;
   greedy.temperature = 0;
   Rng rng(1);
-  for (const Case& k : load_cases()) {
+  for (const GenerateCase& k : load_generate_cases()) {
     if (k.name == "forced") continue;  // its tokens are given, not chosen
     std::vector<int> streamed;
     const std::vector<int> got = generate(*h.model, *h.engine, k.prompt, (int)k.tokens.size(), greedy, rng,
@@ -117,7 +42,7 @@ TEST(Generate, GreedyTokensMatchPyTorch) {
 }
 
 TEST(Generate, CacheRefusesWhatDoesNotFit) {
-  const ModelWeights w = load_model_file(fixture("model.bin"));
+  const ModelWeights w = load_model_file(golden_d2("model.bin"));
   const GPTConfig& c = w.config;
   Harness h(c);
   h.set_weights(w.units);
@@ -137,7 +62,7 @@ TEST(Generate, CacheRefusesWhatDoesNotFit) {
 // eval and sample load the model into an engine that holds the fp32 parameters only: the ledger shows no
 // gradient or Adam state, memplan counts the same, and a training step on it fails with a clear error.
 TEST(Generate, InferenceEngineHoldsParametersOnly) {
-  const ModelWeights w = load_model_file(fixture("model.bin"));
+  const ModelWeights w = load_model_file(golden_d2("model.bin"));
   const GPTConfig& c = w.config;
   FsdpOptions fo;
   fo.strategy = ShardStrategy::none;
