@@ -25,6 +25,10 @@ constexpr int kBiasGradChunks = 64;    // row chunks of matmul's bias-gradient r
 constexpr int kSumSquaresBlocks = 512; // partial sums of sum_squares
 constexpr int kSumSquaresSlots = 64;   // results of sum_squares_all per host copy (more buffers: in chunks)
 constexpr int64_t kCublasWorkspaceBytes = int64_t{32} << 20;  // the cuBLASLt workspace, one per backend
+// The largest head size of the cached attention (sampling, attention.cu): its query and accumulator, 8 bytes
+// per channel, fill at most the 48 KiB of shared memory a launch gets without opting in (less the key tile's
+// 640 bytes). It needs no scratch.
+constexpr int kCachedAttentionMaxHs = 6016;
 
 // Rounds a byte count up to 256 so sub-buffers carved from one scratch block stay aligned for cuBLASLt
 // and vector loads.

@@ -171,7 +171,7 @@ void attention_cached_forward(float* out, float* kcache, float* vcache, const fl
   BlasSerial serial;
 #pragma omp parallel
   {
-    std::vector<float> scores(static_cast<size_t>(kBlock) * (past + Tn));  // (nr, ncols) per thread
+    std::vector<float> scores(static_cast<size_t>(std::min(kBlock, Tn)) * (past + Tn));  // (nr, ncols) per thread
 #pragma omp for schedule(dynamic)
     for (long task = 0; task < static_cast<long>(B) * NH * nblk; task++) {
       const int ib = static_cast<int>(task % nblk), bh = static_cast<int>(task / nblk);

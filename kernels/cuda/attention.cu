@@ -216,7 +216,6 @@ void attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf1
 namespace {
 
 constexpr int kCachedThreads = 128;  // keys per tile, one per thread; also the output columns per pass
-constexpr int kCachedAcc = kCachedAttentionMaxHs / kCachedThreads;
 
 // dst (B,NH,Tmax,hs) at positions past..past+Tn-1 <- the (B,Tn) rows of src (row stride 3C), head h in
 // columns h*hs..h*hs+hs: one thread per element, i over (b, h, t, d).
@@ -246,21 +245,24 @@ __device__ float block_all_reduce(float v, float* red) {
 // Block (t, h, b): the query at position past + t of head h over keys 0..past+t, in tiles of kCachedThreads
 // keys: thread j scores key k0 + j, the tile's max and sum update the running ones (every thread holds the
 // same), and thread c accumulates output columns c, c + kCachedThreads, ... rescaled by exp(m_old - m_new).
+// Dynamic shared memory: the query and the output accumulator, (hs) fp32 each (cached_attention_smem).
 __global__ void __launch_bounds__(kCachedThreads) cached_attention_kernel(bf16* out, const bf16* qkv,
                                                                           const bf16* kcache, const bf16* vcache,
                                                                           int Tn, int past, int Tmax, int C, int NH,
                                                                           float scale) {
-  __shared__ float q[kCachedAttentionMaxHs];  // (hs) the query, fp32
-  __shared__ float p[kCachedThreads];         // (tile) exp(score - running max)
+  extern __shared__ float smem[];
+  __shared__ float p[kCachedThreads];  // (tile) exp(score - running max)
   __shared__ float red[kCachedThreads / kWarp];
   const int t = blockIdx.x, h = blockIdx.y, b = blockIdx.z, hs = C / NH, last = past + t;
+  float* q = smem;         // (hs) the query, fp32
+  float* acc = smem + hs;  // (hs) sum of exp(score - m) v over the keys so far; column d only by thread d % 128
   const size_t bh = static_cast<size_t>(b) * NH + h;
   const bf16* qrow = qkv + (static_cast<size_t>(b) * Tn + t) * 3 * C + static_cast<size_t>(h) * hs;
-  for (int d = threadIdx.x; d < hs; d += kCachedThreads) q[d] = to_f32(qrow[d]);
+  for (int d = threadIdx.x; d < hs; d += kCachedThreads) q[d] = to_f32(qrow[d]), acc[d] = 0.0f;
   __syncthreads();
   const bf16* K = kcache + bh * Tmax * hs;  // (Tmax, hs)
   const bf16* V = vcache + bh * Tmax * hs;  // (Tmax, hs)
-  float m = -INFINITY, l = 0.0f, acc[kCachedAcc] = {};
+  float m = -INFINITY, l = 0.0f;
   for (int k0 = 0; k0 <= last; k0 += kCachedThreads) {
     const int j = k0 + static_cast<int>(threadIdx.x), n = min(kCachedThreads, last + 1 - k0);
     float s = -INFINITY;
@@ -274,23 +276,16 @@ __global__ void __launch_bounds__(kCachedThreads) cached_attention_kernel(bf16* 
     p[threadIdx.x] = e;
     const float corr = expf(m - m_new);  // 0 on the first tile (m = -inf)
     l = l * corr + block_all_reduce<false>(e, red);  // its barrier also publishes p
-#pragma unroll
-    for (int i = 0; i < kCachedAcc; i++) {
-      const int d = static_cast<int>(threadIdx.x) + i * kCachedThreads;
-      if (d >= hs) break;
-      float a = acc[i] * corr;
+    for (int d = threadIdx.x; d < hs; d += kCachedThreads) {
+      float a = acc[d] * corr;
       for (int jj = 0; jj < n; jj++) a += p[jj] * to_f32(V[static_cast<size_t>(k0 + jj) * hs + d]);
-      acc[i] = a;
+      acc[d] = a;
     }
     m = m_new;
     __syncthreads();  // p is rewritten by the next tile
   }
   bf16* o = out + (static_cast<size_t>(b) * Tn + t) * C + static_cast<size_t>(h) * hs;
-#pragma unroll
-  for (int i = 0; i < kCachedAcc; i++) {
-    const int d = static_cast<int>(threadIdx.x) + i * kCachedThreads;
-    if (d < hs) o[d] = to_bf16(acc[i] / l);
-  }
+  for (int d = threadIdx.x; d < hs; d += kCachedThreads) o[d] = to_bf16(acc[d] / l);
 }
 
 void append_heads(bf16* dst, const bf16* src, int B, int Tn, int past, int Tmax, int C, int NH, cudaStream_t stream) {
@@ -308,13 +303,14 @@ void attention_cached_forward(bf16* out, bf16* kcache, bf16* vcache, const bf16*
   GPT_CHECK(B >= 1 && Tn >= 1 && past >= 0 && past <= Tmax - Tn, "cached attention: positions ", past, "..",
             (long long)past + Tn - 1, " do not fit a cache of ", Tmax);
   GPT_CHECK(C / NH <= kCachedAttentionMaxHs, "cuda cached attention (sampling): head size ", C / NH,
-            " is above the largest it runs, ", kCachedAttentionMaxHs);
+            " is above the largest its shared memory holds, ", kCachedAttentionMaxHs);
   GPT_CHECK(B <= 65535 && NH <= 65535, "cuda cached attention: B ", B, " or NH ", NH, " above the grid's 65535");
   append_heads(kcache, qkv + C, B, Tn, past, Tmax, C, NH, stream);
   append_heads(vcache, qkv + 2 * C, B, Tn, past, Tmax, C, NH, stream);
   const float scale = 1.0f / std::sqrt(static_cast<float>(C / NH));
-  cached_attention_kernel<<<dim3(Tn, NH, B), kCachedThreads, 0, stream>>>(out, qkv, kcache, vcache, Tn, past, Tmax,
-                                                                          C, NH, scale);
+  const size_t smem = 2 * sizeof(float) * (C / NH);  // q and acc
+  cached_attention_kernel<<<dim3(Tn, NH, B), kCachedThreads, smem, stream>>>(out, qkv, kcache, vcache, Tn, past,
+                                                                             Tmax, C, NH, scale);
   CUDA_CHECK_LAUNCH();
 }
 

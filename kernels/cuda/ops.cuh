@@ -140,8 +140,7 @@ void attention_backward(bf16* dqkv /*(B,T,3C) =*/, const bf16* dout /*(B,T,C)*/,
                         int NH, const BlasContext& ctx, void* scratch, cudaStream_t stream);
 // Over a key/value cache (sampling): k and v of the Tn new positions go into the caches at past.., then each
 // new query attends over positions 0..its own, in fp32 (one block per query and head, keys in tiles with a
-// running max and sum). Head sizes up to kCachedAttentionMaxHs.
-constexpr int kCachedAttentionMaxHs = 256;
+// running max and sum). Head sizes up to kCachedAttentionMaxHs (kernels/sizes.h).
 void attention_cached_forward(bf16* out /*(B,Tn,C)*/, bf16* kcache /*(B,NH,Tmax,hs)*/, bf16* vcache /*(B,NH,Tmax,hs)*/,
                               const bf16* qkv /*(B,Tn,3C)*/, int B, int Tn, int past, int Tmax, int C, int NH,
                               cudaStream_t stream);

@@ -30,10 +30,11 @@ struct LoadedModel {
   std::unique_ptr<FsdpEngine> engine;
 };
 
-// One rank's whole model for B x T forwards (each rank holds everything: --shard none), checked against the
-// memory first (runtime/preflight_run.h) unless skip.
+// One rank's whole model for B x T forwards (each rank holds everything: --shard none, parameters only), or
+// with `sampling` for a key/value cache of T positions, checked against the memory first
+// (runtime/preflight_run.h) unless skip.
 LoadedModel load_for_inference(const std::string& path, const std::string& device, Communicator& world, int B, int T,
-                               bool skip_preflight, const char* what) {
+                               bool skip_preflight, const char* what, bool sampling = false) {
   LoadedModel m;
   m.be = make_backend(resolve_device(device), world.local_rank());
   MemPlanInput run;
@@ -42,6 +43,7 @@ LoadedModel load_for_inference(const std::string& path, const std::string& devic
   run.world = world.world();
   run.fsdp.strategy = ShardStrategy::none;
   run.fsdp.inference = true;  // parameters only: no gradient or Adam state to allocate
+  run.sampling = sampling;    // (1, T) is then the key/value cache of T positions
   run.B = B;
   run.T = T;
   run.compute = m.be->compute_dtype();
@@ -110,8 +112,8 @@ int cmd_sample(int argc, char** argv, Communicator& world) {
   GPT_CHECK(tok->vocab_size() == V, "--model ", model_path, ": vocabulary of ", V, " tokens does not match the ", tk,
             " tokenizer's ", tok->vocab_size());
   std::vector<int> ids = prompt.empty() ? std::vector<int>{tok->eot_token()} : tok->encode(prompt, true);
-  const int window = std::min<int>(cfg.max_seq_len, (int)ids.size() + tokens);  // generate()'s forward shape
-  LoadedModel m = load_for_inference(model_path, device, world, 1, window, skip, "sample");
+  const int window = std::min<int>(cfg.max_seq_len, (int)ids.size() + tokens);  // generate()'s cache capacity
+  LoadedModel m = load_for_inference(model_path, device, world, 1, window, skip, "sample", true);
   std::fputs(prompt.c_str(), stdout);
   generate(*m.model, *m.engine, ids, tokens, sp, rng, [&](int id) {
     std::string piece = tok->decode_token(id);

@@ -90,7 +90,8 @@ std::vector<BufferSpec> EngineGeometry::buffers() const {
     }
     if (off == OffloadMode::optimizer) add(EngineBuffer::param_dev, u, dev, MemCat::param_shard, cs * shard);
     if (compute_copy) add(EngineBuffer::compute_copy, u, dev, MemCat::gathered_param, cs * shard);
-    if (opt.no_sync && !direct_grads && !opt.inference) add(EngineBuffer::nosync_acc, u, dev, MemCat::gathered_grad, 4 * padded);
+    if (opt.no_sync && !direct_grads && !opt.inference)
+      add(EngineBuffer::nosync_acc, u, dev, MemCat::gathered_grad, 4 * padded);
   }
   for (int i = 0; i < gather_slots(); i++) {
     add(EngineBuffer::slot_data, i, dev, MemCat::gathered_param, cs * slot_padded(i));

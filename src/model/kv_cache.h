@@ -1,7 +1,8 @@
 // What sampling keeps between tokens: every layer's keys and values of the positions run so far, so that
 // each new token costs one row through the model (GPT::forward_cached) instead of a forward over the whole
 // window. Also the scratch of one call, sized for the longest (a prompt of `capacity` tokens), and one
-// sequence only: sampling draws one. All of it is tagged `activation` in the memory ledger.
+// sequence only: sampling draws one. All of it is tagged `activation` in the memory ledger, and
+// kv_cache_bytes is its size, which `gpt sample`'s memory plan counts (MemPlanInput::sampling).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -41,9 +42,11 @@ class KvCache {
   float* rstd = nullptr;      // (n) fp32
   int* tokens = nullptr;      // (n) token ids on the device
   void* logits = nullptr;     // (Vp) the last position's logits
+  float* logits_f32 = nullptr;  // (Vp) fp32: the same widened, for the host (generate)
 
  private:
   void* take(size_t bytes);
+  void allocate(const GPTConfig& cfg);
   Backend& be_;
   int capacity_ = 0, length_ = 0;
   std::vector<void*> owned_;

@@ -18,6 +18,7 @@
 #include "src/core/check.h"
 #include "src/fsdp/geometry.h"
 #include "src/model/activations.h"
+#include "src/model/kv_cache.h"
 #include "src/model/layout.h"
 
 namespace gpt {
@@ -85,14 +86,19 @@ MemPlan plan_memory(const MemPlanInput& in) {
   const EngineGeometry geo(unit_sizes(in.cfg), in.world, 0, in.fsdp, in.compute);
   Acc a;
   for (const BufferSpec& b : geo.buffers()) a.add(b.domain, b.cat, b.bytes);
-  const ActivationPlan acts =
-      plan_activations(in.cfg, in.recompute, in.B, in.T, (int64_t)dtype_size(in.compute), attention_state_bytes(in));
-  a.add(MemDomain::device, MemCat::activation, acts.total_bytes());
-  a.add(MemDomain::host, MemCat::activation, acts.host_bytes());  // the pinned token-id staging
-  if (in.compute == DType::BF16) a.add(MemDomain::device, MemCat::workspace, cuda_workspace_bytes(in));
+  const int64_t cs = (int64_t)dtype_size(in.compute);
+  if (in.sampling) {
+    a.add(MemDomain::device, MemCat::activation, kv_cache_bytes(in.cfg, in.T, cs));
+    if (in.compute == DType::BF16) a.add(MemDomain::device, MemCat::workspace, (wide)cuda::kCublasWorkspaceBytes);
+  } else {
+    const ActivationPlan acts = plan_activations(in.cfg, in.recompute, in.B, in.T, cs, attention_state_bytes(in));
+    a.add(MemDomain::device, MemCat::activation, acts.total_bytes());
+    a.add(MemDomain::host, MemCat::activation, acts.host_bytes());  // the pinned token-id staging
+    if (in.compute == DType::BF16) a.add(MemDomain::device, MemCat::workspace, cuda_workspace_bytes(in));
+  }
   MemPlan p;
-  p.exact = !(in.compute == DType::BF16 && in.attention == AttentionPath::cudnn && !in.cudnn_workspace &&
-              !cuda::cudnn_attention_closed_form(in.T));
+  p.exact = in.sampling || !(in.compute == DType::BF16 && in.attention == AttentionPath::cudnn &&
+                             !in.cudnn_workspace && !cuda::cudnn_attention_closed_form(in.T));
   for (int d = 0; d < kMemDomains; d++) {
     wide total = 0;
     for (int c = 0; c < kMemCats; c++) {

@@ -45,6 +45,9 @@ struct MemPlanInput {
   // cudnn: the workspace of cuDNN's attention plans, which only building them on a GPU tells
   // (measured_cudnn_plan_workspace). Empty: counted as 0, and the plan says it is not exact.
   std::optional<cuda::CudnnPlanWorkspace> cudnn_workspace;
+  // gpt sample: instead of the activations of a (B, T) step, the key/value cache of T positions
+  // (kv_cache_bytes, model/kv_cache.h) and, on cuda, only the cuBLASLt workspace (its ops need no scratch).
+  bool sampling = false;
 };
 
 struct MemPlan {

@@ -57,19 +57,17 @@ std::vector<int> generate(GPT& model, ParamSource& params, const std::vector<int
   Backend& be = model.backend();
   std::vector<int> toks = prompt;
   KvCache kv(be, c, (int)std::min<int64_t>(c.max_seq_len, (int64_t)prompt.size() + count));
-  float* row_dev = static_cast<float*>(be.alloc((size_t)c.padded_vocab_size * sizeof(float), MemCat::workspace));
   std::vector<float> row((size_t)c.padded_vocab_size);
   for (int i = 0; i < count; i++) {
     // logits (compute dtype) -> fp32 on the device -> host
-    be.compute_to_f32(row_dev, next_token_logits(model, params, toks, kv), (size_t)c.padded_vocab_size);
-    be.copy_d2h(row.data(), row_dev, row.size() * sizeof(float));
+    be.compute_to_f32(kv.logits_f32, next_token_logits(model, params, toks, kv), (size_t)c.padded_vocab_size);
+    be.copy_d2h(row.data(), kv.logits_f32, row.size() * sizeof(float));
     be.synchronize();
     std::vector<float> real(row.begin(), row.begin() + c.vocab_size);
     const int id = sample_token(std::move(real), p, rng);
     toks.push_back(id);
     if (on_token) on_token(id);
   }
-  be.free(row_dev);
   return std::vector<int>(toks.begin() + prompt.size(), toks.end());
 }
 

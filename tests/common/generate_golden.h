@@ -49,9 +49,9 @@ inline std::vector<GenerateCase> load_generate_cases() {
 // The first V of a (Vp) logits row on the device (compute dtype), as fp32 on the host.
 inline std::vector<float> logits_to_host(Backend& be, const void* row, const GPTConfig& c) {
   const size_t Vp = (size_t)c.padded_vocab_size;
-  float* tmp = static_cast<float*>(be.alloc(Vp * sizeof(float), MemCat::workspace));
+  float* tmp = static_cast<float*>(be.alloc(Vp * sizeof(float), MemCat::workspace));  // (Vp) fp32, device
   be.compute_to_f32(tmp, row, Vp);
-  std::vector<float> h(Vp);
+  std::vector<float> h(Vp);  // (Vp) then (V)
   be.copy_d2h(h.data(), tmp, Vp * sizeof(float));
   be.synchronize();
   be.free(tmp);

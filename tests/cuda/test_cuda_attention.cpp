@@ -396,7 +396,8 @@ struct CachedRun {
   std::vector<float> out, k, v;  // (B,T,C); (B,NH,Tmax,hs) each
 };
 
-CachedRun run_cached(Backend& be, const std::vector<float>& qkv, AttnShape sh, int Tmax, const std::vector<int>& chunks) {
+CachedRun run_cached(Backend& be, const std::vector<float>& qkv, AttnShape sh, int Tmax,
+                     const std::vector<int>& chunks) {
   const int B = sh.B, T = sh.T, C = sh.C, NH = sh.NH, C3 = 3 * C;
   const size_t cache = static_cast<size_t>(B) * NH * Tmax * (C / NH);
   DevBuf kc = poisoned_compute(be, cache), vc = poisoned_compute(be, cache);
@@ -404,11 +405,11 @@ CachedRun run_cached(Backend& be, const std::vector<float>& qkv, AttnShape sh, i
   r.out.assign(static_cast<size_t>(B) * T * C, NAN);
   int past = 0;
   for (int n : chunks) {
-    std::vector<float> in(static_cast<size_t>(B) * n * C3);
+    std::vector<float> in(static_cast<size_t>(B) * n * C3);  // (B, n, 3C): the chunk's rows of qkv
     for (int b = 0; b < B; b++)
       std::copy_n(&qkv[(static_cast<size_t>(b) * T + past) * C3], static_cast<size_t>(n) * C3,
                   &in[static_cast<size_t>(b) * n * C3]);
-    DevBuf din = upload_compute(be, in), dout = poisoned_compute(be, static_cast<size_t>(B) * n * C);
+    DevBuf din = upload_compute(be, in), dout = poisoned_compute(be, static_cast<size_t>(B) * n * C);  // (B, n, C)
     be.attention_cached_forward(dout.get(), kc.get(), vc.get(), din.get(), B, n, past, Tmax, C, NH);
     const std::vector<float> o = download_compute(be, dout.get(), static_cast<size_t>(B) * n * C);
     for (int b = 0; b < B; b++)
@@ -427,7 +428,8 @@ void check_cached(Backend& gpu, Backend& cpu, AttnShape sh, int Tmax, const std:
   Rng rng(seed);
   auto qkv = uniform_bf16(rng, static_cast<size_t>(B) * T * 3 * C, -1.5f, 1.5f);
   const std::vector<float> dout(static_cast<size_t>(B) * T * C, 0.0f);
-  const AttnRef rg = attention_reference(qkv, dout, sh, Path::gpu_fused), rc = attention_reference(qkv, dout, sh, Path::cpu);
+  const AttnRef rg = attention_reference(qkv, dout, sh, Path::gpu_fused);
+  const AttnRef rc = attention_reference(qkv, dout, sh, Path::cpu);
   const CachedRun g = run_cached(gpu, qkv, sh, Tmax, chunks), c = run_cached(cpu, qkv, sh, Tmax, chunks);
   const std::string tag = " B=" + std::to_string(B) + " T=" + std::to_string(T) + " hs=" + std::to_string(hs);
   expect_twins("attention_cached_forward out" + tag, g.out, c.out, rg.out, rg.tout, rc.tout);
@@ -445,14 +447,16 @@ void check_cached(Backend& gpu, Backend& cpu, AttnShape sh, int Tmax, const std:
 TEST_F(CudaTwin, CachedAttentionMatchesReference) {
   check_cached(*gpu, *cpu, AttnShape{2, 37, 48, 3}, 40, {20, 1, 1, 15}, 421);  // hs 16, one key tile
   check_cached(*gpu, *cpu, AttnShape{1, 300, 128, 2}, 300, {200, 1, 99}, 422); // hs 64, three key tiles
-  check_cached(*gpu, *cpu, AttnShape{1, 40, 512, 2}, 40, {39, 1}, 423);        // hs 256: two columns per thread
+  check_cached(*gpu, *cpu, AttnShape{1, 200, 640, 2}, 200, {150, 1, 49}, 423); // hs 320: 3 columns per thread
 }
 
 TEST_F(CudaTwin, CachedAttentionRefusesWhatItCannotRun) {
-  DevBuf qkv = poisoned_compute(*gpu, 3 * 1024), out = poisoned_compute(*gpu, 1024);
-  DevBuf kc = poisoned_compute(*gpu, 4 * 1024), vc = poisoned_compute(*gpu, 4 * 1024);
-  EXPECT_THROW(gpu->attention_cached_forward(out.get(), kc.get(), vc.get(), qkv.get(), 1, 1, 4, 4, 1024, 2), Error);
-  EXPECT_THROW(gpu->attention_cached_forward(out.get(), kc.get(), vc.get(), qkv.get(), 1, 1, 0, 4, 1024, 2), Error);
+  const int wide = 2 * (cuda::kCachedAttentionMaxHs + 8);  // two heads above the largest head size
+  DevBuf qkv = poisoned_compute(*gpu, 3 * wide), out = poisoned_compute(*gpu, wide);
+  DevBuf kc = poisoned_compute(*gpu, 4 * wide), vc = poisoned_compute(*gpu, 4 * wide);
+  EXPECT_THROW(gpu->attention_cached_forward(out.get(), kc.get(), vc.get(), qkv.get(), 1, 1, 4, 4, 64, 2), Error);
+  EXPECT_THROW(gpu->attention_cached_forward(out.get(), kc.get(), vc.get(), qkv.get(), 1, 2, 3, 4, 64, 2), Error);
+  EXPECT_THROW(gpu->attention_cached_forward(out.get(), kc.get(), vc.get(), qkv.get(), 1, 1, 0, 4, wide, 2), Error);
 }
 
 }  // namespace

@@ -2,6 +2,11 @@
 // one row, the cached attention kernel) against the PyTorch golden of text generation, every step of every
 // case, within the bound tests/common/generate_golden.h derives from the GPU's own full forward (bf16: the
 // floor is at least 2 bf16 unit roundoffs of each logit). Skips without a GPU.
+// What it can and cannot catch: the bound is bf16-sized (at least 16 x 2^-7 x 0.47 = 0.06 on this fixture), so
+// a step that fails, a crash in a one-row product or a kernel that reads the wrong keys fail it, while the
+// smaller moves of a window off by one token may not; those are the cpu test's to catch (the window logic is
+// the same code, held there to 1.4e-6), and the kernel's numbers are the twin test's
+// (CudaTwin.CachedAttentionMatchesReference).
 #include <gtest/gtest.h>
 
 #include "src/io/model_file.h"

@@ -90,6 +90,25 @@ TEST(EngineOrder, ForwardOnlyPassesBetweenStepsChangeNothing) {
   }
 }
 
+// An inference engine (what eval and sample use) sharded over the ranks: parameter shards and gather slots
+// only, no gradient state or gradient slots; sampling through it gathers the same parameters, so it draws
+// the same tokens as a training engine; a training step on it throws on every rank alike.
+TEST(EngineOrder, InferenceEngineShardsParametersOnly) {
+  RunSpec s = spec(ShardStrategy::full);
+  ShardedRun train(s, world());
+  s.fsdp.inference = true;
+  ShardedRun infer(s, world());
+  const MemoryLedger& led = infer.be->ledger();
+  for (MemCat cat : {MemCat::grad_shard, MemCat::optim_state, MemCat::gathered_grad})
+    EXPECT_EQ(led.current(MemDomain::device, cat), 0) << (int)cat;
+  EXPECT_EQ(led.current(MemDomain::device, MemCat::param_shard), 4 * infer.engine->geometry().shard_elems());
+  Rng r1(9), r2(9);
+  const std::vector<int> a = generate(*train.model, *train.engine, {1, 2, 3}, 7, SampleParams(), r1);
+  const std::vector<int> b = generate(*infer.model, *infer.engine, {1, 2, 3}, 7, SampleParams(), r2);
+  EXPECT_EQ(a, b);
+  EXPECT_TRUE(has(error_of([&] { infer.train_step(); }), "inference engine"));
+}
+
 // Loading parameters while a unit's old parameters sit gathered (the root unit after a forward) replaces
 // them: the next forward sees the loaded values.
 TEST(EngineOrder, LoadingParametersDropsStaleGathers) {

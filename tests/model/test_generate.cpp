@@ -17,16 +17,24 @@
 namespace gpt::test {
 namespace {
 
+// What gpt eval and gpt sample load a model into (cmd_tools.cpp): one rank holding everything, parameters only.
+FsdpOptions inference_options() {
+  FsdpOptions fo;
+  fo.strategy = ShardStrategy::none;
+  fo.inference = true;
+  return fo;
+}
+
 TEST(Generate, CachedLogitsMatchPyTorch) {
   const ModelWeights w = load_model_file(golden_d2("model.bin"));
-  Harness h(w.config);
+  Harness h(w.config, {}, inference_options());
   h.set_weights(w.units);
   expect_cached_within_bound(generate_errors(h), 0x1p-24);
 }
 
 TEST(Generate, GreedyTokensMatchPyTorch) {
   const ModelWeights w = load_model_file(golden_d2("model.bin"));
-  Harness h(w.config);
+  Harness h(w.config, {}, inference_options());
   h.set_weights(w.units);
   SampleParams greedy;
   greedy.temperature = 0;
@@ -64,9 +72,7 @@ TEST(Generate, CacheRefusesWhatDoesNotFit) {
 TEST(Generate, InferenceEngineHoldsParametersOnly) {
   const ModelWeights w = load_model_file(golden_d2("model.bin"));
   const GPTConfig& c = w.config;
-  FsdpOptions fo;
-  fo.strategy = ShardStrategy::none;
-  fo.inference = true;
+  const FsdpOptions fo = inference_options();
   Harness h(c, {}, fo);
   h.set_weights(w.units);
   const MemoryLedger& led = h.be->ledger();
@@ -84,7 +90,7 @@ TEST(Generate, InferenceEngineHoldsParametersOnly) {
                      MemCat::gathered_grad})
     EXPECT_EQ(plan.at(MemDomain::device, cat), led.current(MemDomain::device, cat)) << (int)cat;
   EXPECT_EQ(plan.model_state_bytes(), h.engine->model_state_bytes());
-  // forward works (the generation above ran on such an engine through the CLI); backward does not
+  // forward works (the generation tests above run on such an engine); backward does not
   const std::vector<int> in(8, 1), tg(8, 2);
   EXPECT_NO_THROW(h.model->forward(in.data(), tg.data(), 1, 8, *h.engine));
   try {
@@ -95,6 +101,28 @@ TEST(Generate, InferenceEngineHoldsParametersOnly) {
   }
   std::vector<float> out;
   EXPECT_THROW(h.engine->shard_to_host(0, ShardState::adam_m, out), Error);
+}
+
+// gpt sample's memory plan (MemPlanInput::sampling) is what sampling allocates: the inference engine and a
+// key/value cache, byte for byte in the ledger.
+TEST(Generate, SamplingMemoryIsPlannedExactly) {
+  const ModelWeights w = load_model_file(golden_d2("model.bin"));
+  const GPTConfig& c = w.config;
+  Harness h(c, {}, inference_options());
+  h.set_weights(w.units);
+  KvCache kv(*h.be, c, 12);
+  MemPlanInput run;
+  run.cfg = c;
+  run.fsdp = inference_options();
+  run.B = 1;
+  run.T = 12;
+  run.sampling = true;
+  const MemPlan plan = plan_memory(run);
+  const MemoryLedger& led = h.be->ledger();
+  for (int cat = 0; cat < kMemCats; cat++)
+    EXPECT_EQ(plan.at(MemDomain::device, (MemCat)cat), led.current(MemDomain::device, (MemCat)cat)) << cat;
+  EXPECT_EQ(plan.device_peak, led.current_total(MemDomain::device));
+  EXPECT_EQ(kv_cache_bytes(c, 12, 4), led.current(MemDomain::device, MemCat::activation));
 }
 
 }  // namespace
