@@ -229,19 +229,6 @@ __global__ void append_heads_kernel(bf16* dst, const bf16* src, int src_stride, 
   }
 }
 
-// op over the block's threads (blockDim.x a multiple of 32); every thread gets the result. red: one float
-// per warp of shared memory, free again on return.
-template <bool kMax>
-__device__ float block_all_reduce(float v, float* red) {
-  v = kMax ? warp_max(v) : warp_sum(v);
-  if (threadIdx.x % kWarp == 0) red[threadIdx.x / kWarp] = v;
-  __syncthreads();
-  float r = red[0];
-  for (int w = 1; w < static_cast<int>(blockDim.x / kWarp); w++) r = kMax ? fmaxf(r, red[w]) : r + red[w];
-  __syncthreads();
-  return r;
-}
-
 // Block (t, h, b): the query at position past + t of head h over keys 0..past+t, in tiles of kCachedThreads
 // keys: thread j scores key k0 + j, the tile's max and sum update the running ones (every thread holds the
 // same), and thread c accumulates output columns c, c + kCachedThreads, ... rescaled by exp(m_old - m_new).
@@ -271,11 +258,11 @@ __global__ void __launch_bounds__(kCachedThreads) cached_attention_kernel(bf16* 
       for (int d = 0; d < hs; d++) dot += q[d] * to_f32(K[static_cast<size_t>(j) * hs + d]);
       s = dot * scale;
     }
-    const float m_new = fmaxf(m, block_all_reduce<true>(s, red));  // finite: key k0 <= last is in the tile
+    const float m_new = fmaxf(m, block_max(s, red));  // finite: key k0 <= last is in the tile
     const float e = j <= last ? expf(s - m_new) : 0.0f;
     p[threadIdx.x] = e;
     const float corr = expf(m - m_new);  // 0 on the first tile (m = -inf)
-    l = l * corr + block_all_reduce<false>(e, red);  // its barrier also publishes p
+    l = l * corr + block_sum(e, red);  // its barrier also publishes p
     for (int d = threadIdx.x; d < hs; d += kCachedThreads) {
       float a = acc[d] * corr;
       for (int jj = 0; jj < n; jj++) a += p[jj] * to_f32(V[static_cast<size_t>(k0 + jj) * hs + d]);

@@ -33,26 +33,6 @@ constexpr int kSumThreads = 1024;
 
 __device__ __forceinline__ float exp_shifted(float x, float M) { return exp2f((x - M) * kLog2e); }
 
-// Block-wide max and sum: every thread gets the same value (warp shuffles, then all warps' values in order).
-__device__ float block_max(float v, float* s) {
-  v = warp_max(v);
-  if (threadIdx.x % kWarp == 0) s[threadIdx.x / kWarp] = v;
-  __syncthreads();
-  float m = -INFINITY;
-  for (int w = 0; w < kWarps; w++) m = fmaxf(m, s[w]);
-  __syncthreads();  // s is reused by the next reduction
-  return m;
-}
-__device__ float block_sum(float v, float* s) {
-  v = warp_sum(v);
-  if (threadIdx.x % kWarp == 0) s[threadIdx.x / kWarp] = v;
-  __syncthreads();
-  float t = 0.0f;
-  for (int w = 0; w < kWarps; w++) t += s[w];
-  __syncthreads();
-  return t;
-}
-
 // The vector of 8 bf16 as raw bits, and its element k as fp32.
 __device__ __forceinline__ float elem(const uint4& u, int k) {
   const __nv_bfloat162 h = reinterpret_cast<const __nv_bfloat162*>(&u)[k / 2];

@@ -54,6 +54,28 @@ __device__ __forceinline__ double warp_sum(double v) {
   return v;
 }
 
+// ---- block reductions (every thread of the block, blockDim.x a multiple of 32, must take part; every thread
+// gets the result): warp shuffles, then the warps' values in warp order. s: one float per warp of shared
+// memory, free again on return.
+__device__ __forceinline__ float block_max(float v, float* s) {
+  v = warp_max(v);
+  if (threadIdx.x % kWarp == 0) s[threadIdx.x / kWarp] = v;
+  __syncthreads();
+  float m = -INFINITY;
+  for (int w = 0; w < static_cast<int>(blockDim.x / kWarp); w++) m = fmaxf(m, s[w]);
+  __syncthreads();  // s is reused by the next reduction
+  return m;
+}
+__device__ __forceinline__ float block_sum(float v, float* s) {
+  v = warp_sum(v);
+  if (threadIdx.x % kWarp == 0) s[threadIdx.x / kWarp] = v;
+  __syncthreads();
+  float t = 0.0f;
+  for (int w = 0; w < static_cast<int>(blockDim.x / kWarp); w++) t += s[w];
+  __syncthreads();
+  return t;
+}
+
 // ---- 16-byte vectors: 8 bf16 or 4 fp32 per access ---------------------------------------------------
 // The memory-bound kernels move 16 bytes per thread and access (one LDG.128 / STG.128) where the buffers
 // allow it: every pointer 16-byte aligned (aligned16) and, for row-wise kernels, a row length that keeps

@@ -126,14 +126,19 @@ void GPT::stage_tokens(const int* inputs, const int* targets, int N) {
   staged_ = t;
 }
 
+void GPT::check_tokens(const int* ids, int n) const {
+  const int V = config().vocab_size;
+  for (int i = 0; i < n; i++)
+    GPT_CHECK(ids[i] >= 0 && ids[i] < V, "input token ", ids[i], " at position ", i, " is outside the vocabulary [0, ",
+              V, ")");
+}
+
 // Everything up to the logits.
 void GPT::run_forward(const int* inputs, const int* targets, int B, int T, ParamSource& params) {
   const GPTConfig& c = config();
   GPT_CHECK(B >= 1 && T >= 1, "forward: B and T must be >= 1 (got B=", B, ", T=", T, ")");
   GPT_CHECK(T <= c.max_seq_len, "-T ", T, " exceeds the model's sequence length ", c.max_seq_len);
-  for (int i = 0; i < B * T; i++)
-    GPT_CHECK(inputs[i] >= 0 && inputs[i] < c.vocab_size, "input token ", inputs[i], " at position ", i,
-              " is outside the vocabulary [0, ", c.vocab_size, ")");
+  check_tokens(inputs, B * T);
   if (!acts_ || acts_->B != B || acts_->T != T) {
     std::unique_ptr<Activations> old = std::move(acts_);
     reserve_workspace(B, T);

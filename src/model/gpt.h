@@ -76,6 +76,7 @@ class GPT {
   const void* at(const void* base, int64_t elems) const;
   void run_forward(const int* inputs, const int* targets, int B, int T, ParamSource& params);
   void stage_tokens(const int* inputs, const int* targets, int N);
+  void check_tokens(const int* ids, int n) const;  // every id in [0, vocab_size), or throw naming the first
 
   Backend& be_;
   Layout layout_;

@@ -30,9 +30,7 @@ const void* GPT::forward_cached(const int* tokens, int n, KvCache& kv, ParamSour
   const int C = c.channels, L = c.num_layers, past = kv.length();
   GPT_CHECK(n >= 1 && n <= kv.capacity() - past, "sample: ", n, " new tokens after ", past,
             " do not fit the key/value cache of ", kv.capacity(), " positions");
-  for (int i = 0; i < n; i++)
-    GPT_CHECK(tokens[i] >= 0 && tokens[i] < c.vocab_size, "sample: token ", tokens[i],
-              " is outside the vocabulary [0, ", c.vocab_size, ")");
+  check_tokens(tokens, n);
   be_.copy_h2d(kv.tokens, tokens, sizeof(int) * (size_t)n);
 
   const void* embed = params.acquire(layout_.embed_unit(), Pass::forward);
