@@ -180,7 +180,7 @@ template <int HS, bool kVecPath>
 __global__ void __launch_bounds__(kThreads)
     fused_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH, float scale) {
   using D = Dims<HS>;
-  extern __shared__ __align__(128) unsigned char smem[];
+  GPT_DYNAMIC_SHARED(unsigned char, smem);
   Carver cv{smem};
   bf16* q = cv.take<bf16>(D::kHalfTile);    // (64, HS)
   bf16* k = cv.take<bf16>(D::kHalfTile);    // (64, HS)
@@ -349,7 +349,7 @@ __global__ void __launch_bounds__(kThreads)
     fused_backward_dkdv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dv,
                                int T, int NH, float scale) {
   using Dm = Dims<HS>;
-  extern __shared__ __align__(128) unsigned char smem[];
+  GPT_DYNAMIC_SHARED(unsigned char, smem);
   const BackwardTiles s = carve_backward<HS>(smem);
   const int kt = blockIdx.x, bh = blockIdx.y, k0 = kt * kTile;
   const HeadSlices hs = head_slices(bh, T, NH, HS);
@@ -389,7 +389,7 @@ __global__ void __launch_bounds__(kThreads)
     fused_backward_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dv,
                              int T, int NH, float scale) {
   using Dm = Dims<HS>;
-  extern __shared__ __align__(128) unsigned char smem[];
+  GPT_DYNAMIC_SHARED(unsigned char, smem);
   const BackwardTiles s = carve_backward<HS>(smem);
   const int qt = gridDim.x - 1 - blockIdx.x;
   const int bh = blockIdx.y, q0 = qt * kTile;
@@ -452,8 +452,8 @@ void forward_hs(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, cu
   const size_t smem = forward_smem_bytes<HS>();
   if (!(ready & device_bit())) allow_smem(fused_forward_kernel<HS, kVecPath>, smem), ready |= device_bit();
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-  fused_forward_kernel<HS, kVecPath><<<tile_grid(B, T, NH), kThreads, smem, stream>>>(out, lse, qkv, T, NH, scale);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel(fused_forward_kernel<HS, kVecPath>, tile_grid(B, T, NH), kThreads, smem, stream, out, lse, qkv, T, NH,
+                scale);
 }
 
 template <int HS, bool kVecPath>
@@ -468,10 +468,10 @@ void backward_hs(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   const dim3 grid = tile_grid(B, T, NH);
-  fused_backward_dkdv_kernel<HS, kVecPath><<<grid, kThreads, smem, stream>>>(dqkv, dout, qkv, lse, Dv, T, NH, scale);
-  CUDA_CHECK_LAUNCH();
-  fused_backward_dq_kernel<HS, kVecPath><<<grid, kThreads, smem, stream>>>(dqkv, dout, qkv, lse, Dv, T, NH, scale);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel(fused_backward_dkdv_kernel<HS, kVecPath>, grid, kThreads, smem, stream, dqkv, dout, qkv, lse, Dv, T, NH,
+                scale);
+  launch_kernel(fused_backward_dq_kernel<HS, kVecPath>, grid, kThreads, smem, stream, dqkv, dout, qkv, lse, Dv, T, NH,
+                scale);
 }
 
 template <int HS>
@@ -514,10 +514,9 @@ void fused_attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, con
   const size_t threads = static_cast<size_t>(B) * T * NH * (hs / kVec);  // hs / 8 lanes a row
   const unsigned blocks = static_cast<unsigned>(ceil_div(threads, 256));
   if (aligned16(dout) && aligned16(out))
-    row_dot_kernel<true><<<blocks, 256, 0, stream>>>(Dv, dout, out, B, T, NH, hs);
+    launch_kernel(row_dot_kernel<true>, blocks, 256, 0, stream, Dv, dout, out, B, T, NH, hs);
   else
-    row_dot_kernel<false><<<blocks, 256, 0, stream>>>(Dv, dout, out, B, T, NH, hs);
-  CUDA_CHECK_LAUNCH();
+    launch_kernel(row_dot_kernel<false>, blocks, 256, 0, stream, Dv, dout, out, B, T, NH, hs);
   if (hs == 32) backward_hs<32>(dqkv, dout, qkv, lse, Dv, B, T, NH, stream);
   if (hs == 64) backward_hs<64>(dqkv, dout, qkv, lse, Dv, B, T, NH, stream);
 }

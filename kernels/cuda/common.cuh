@@ -137,6 +137,27 @@ __device__ __forceinline__ void store_row8(bf16* p, const float (&x)[kVec], int 
   if constexpr (kVecPath) store8(p, x); else store8_partial(p, x, n);
 }
 
+// ---- launching ---------------------------------------------------------------------------------
+// Every kernel launch goes through launch_kernel(): the launch, then the launch check (a bad configuration fails
+// at its launch site). In the SIMT emulator build (GPT_SIMT, tests/simt/) the same call runs the grid on
+// the CPU, one fiber per CUDA thread, so the kernels' code runs unchanged under the twin tests.
+template <typename... P, typename... A>
+void launch_kernel(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, A... args) {
+#ifdef GPT_SIMT
+  ::simt::launch(reinterpret_cast<const void*>(kernel), grid, block, smem, stream, [=] { kernel(args...); });
+#else
+  kernel<<<grid, block, smem, stream>>>(args...);
+#endif
+  CUDA_CHECK_LAUNCH();
+}
+
+// A kernel's dynamic shared memory (the launch's smem bytes), 128-byte aligned: `type* name`.
+#ifdef GPT_SIMT
+#define GPT_DYNAMIC_SHARED(type, name) type* name = static_cast<type*>(::simt::dynamic_shared())
+#else
+#define GPT_DYNAMIC_SHARED(type, name) extern __shared__ __align__(128) type name[]
+#endif
+
 // ---- launch sizing -----------------------------------------------------------------------------
 inline size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
@@ -182,8 +203,8 @@ void launch_map(bf16* out, const bf16* a, const bf16* b, size_t n, Op op, cudaSt
   if (n == 0) return;
   const bool vec = aligned16(out) && aligned16(a) && (!b || aligned16(b));
   const int threads = 256;
-  map_kernel<<<grid_for(vec ? ceil_div(n, kVec) : n, threads), threads, 0, stream>>>(out, a, b, n, op, vec);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel(map_kernel<Op>, grid_for(vec ? ceil_div(n, kVec) : n, threads), threads, 0, stream, out, a, b, n, op,
+                vec);
 }
 
 }  // namespace gpt::cuda

@@ -61,12 +61,13 @@ __global__ void __launch_bounds__(kRankThreads)
     token_rank_kernel(int* order, int* head_start, int* head_count, const int* tokens, int N) {
   __shared__ int tile[kRankThreads];
   const int first = blockIdx.x * kRankThreads;  // this block's positions: [first, first + kRankThreads)
-  const int i = first + threadIdx.x;
+  const int tx = static_cast<int>(threadIdx.x);
+  const int i = first + tx;
   const int ti = i < N ? tokens[i] : INT_MIN;
   int lt = 0, before = 0, after = 0;  // tokens below ti; ti's positions before i; after i
   for (int t0 = 0; t0 < N; t0 += kRankThreads) {
     __syncthreads();  // the previous tile is no longer read
-    if (t0 + threadIdx.x < N) tile[threadIdx.x] = tokens[t0 + threadIdx.x];
+    if (t0 + tx < N) tile[tx] = tokens[t0 + tx];
     __syncthreads();
     const int n = min(kRankThreads, N - t0);
     if (t0 < first) {  // every j of the tile is below every i of the block
@@ -160,11 +161,11 @@ void encoder_forward(bf16* out, const int* tokens, const bf16* wte, const bf16* 
   if (total == 0) return;
   const int threads = 256;
   if (C % kVec == 0 && aligned16(out) && aligned16(wte) && aligned16(wpe))
-    encoder_forward_kernel<true><<<grid_for(total / kVec, threads), threads, 0, stream>>>(out, tokens, wte, wpe, T, C,
-                                                                                         total / kVec);
+    launch_kernel(encoder_forward_kernel<true>, grid_for(total / kVec, threads), threads, 0, stream, out, tokens, wte,
+                  wpe, T, C, total / kVec);
   else
-    encoder_forward_kernel<false><<<grid_for(total, threads), threads, 0, stream>>>(out, tokens, wte, wpe, T, C, total);
-  CUDA_CHECK_LAUNCH();
+    launch_kernel(encoder_forward_kernel<false>, grid_for(total, threads), threads, 0, stream, out, tokens, wte, wpe, T,
+                  C, total);
 }
 
 void encoder_backward(float* dwte, float* dwpe, const bf16* dout, const int* tokens, int B, int T, int C,
@@ -175,24 +176,22 @@ void encoder_backward(float* dwte, float* dwpe, const bf16* dout, const int* tok
   int* order = static_cast<int*>(scratch);  // (N)
   int* head_start = order + ints;           // (N)
   int* head_count = head_start + ints;      // (N)
-  token_rank_kernel<<<static_cast<unsigned>(ceil_div(N, kRankThreads)), kRankThreads, 0, stream>>>(
-      order, head_start, head_count, tokens, N);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel(token_rank_kernel, static_cast<unsigned>(ceil_div(N, kRankThreads)), kRankThreads, 0, stream, order,
+                head_start, head_count, tokens, N);
   const bool vec = C % kVec == 0 && aligned16(dout) && aligned16(dwte) && aligned16(dwpe);
   if (vec) {
     const int threads = static_cast<int>(std::min<size_t>(256, ceil_div(C / kVec, kWarp) * kWarp));
-    wte_backward_kernel<true><<<N, threads, 0, stream>>>(dwte, dout, tokens, order, head_start, head_count, C);
+    launch_kernel(wte_backward_kernel<true>, N, threads, 0, stream, dwte, dout, tokens, order, head_start, head_count,
+                  C);
   } else {
-    wte_backward_kernel<false><<<N, 256, 0, stream>>>(dwte, dout, tokens, order, head_start, head_count, C);
+    launch_kernel(wte_backward_kernel<false>, N, 256, 0, stream, dwte, dout, tokens, order, head_start, head_count, C);
   }
-  CUDA_CHECK_LAUNCH();
   const size_t tc = static_cast<size_t>(T) * C;
   const int threads = 256;
   if (vec)
-    wpe_backward_kernel<true><<<grid_for(tc / kVec, threads), threads, 0, stream>>>(dwpe, dout, B, T, C);
+    launch_kernel(wpe_backward_kernel<true>, grid_for(tc / kVec, threads), threads, 0, stream, dwpe, dout, B, T, C);
   else
-    wpe_backward_kernel<false><<<grid_for(tc, threads), threads, 0, stream>>>(dwpe, dout, B, T, C);
-  CUDA_CHECK_LAUNCH();
+    launch_kernel(wpe_backward_kernel<false>, grid_for(tc, threads), threads, 0, stream, dwpe, dout, B, T, C);
 }
 
 }  // namespace gpt::cuda

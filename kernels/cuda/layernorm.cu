@@ -115,7 +115,7 @@ template <bool kAccumulate, bool kVecPath>
 __global__ void __launch_bounds__(kBwdWarps* kWarp)
     layernorm_backward_rows_kernel(bf16* dinp, float* partials, const bf16* dout, const bf16* inp, const bf16* w,
                                    const float* mean, const float* rstd, int N, int C, int rows_per_block) {
-  extern __shared__ float smem[];  // (warps, 2, 8, C8)
+  GPT_DYNAMIC_SHARED(float, smem);  // (warps, 2, 8, C8)
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
   const int C8 = (C + kVec - 1) / kVec;
   float* sdw = smem + static_cast<size_t>(warp) * 2 * kVec * C8;  // (8, C8)
@@ -229,11 +229,11 @@ void launch_backward(bf16* dinp, float* dw, float* db, const bf16* dout, const b
   const int blocks = static_cast<int>(std::min<size_t>(kBlocks, ceil_div(N, kBwdWarps)));
   const int rows_per_block = static_cast<int>(ceil_div(N, blocks));
   float* partials = static_cast<float*>(scratch);  // (blocks, 2, C)
-  kernel<<<blocks, warps * kWarp, smem, stream>>>(dinp, partials, dout, inp, w, mean, rstd, N, C, rows_per_block);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel(kernel, blocks, warps * kWarp, smem, stream, dinp, partials, dout, inp, w, mean, rstd, N, C,
+                rows_per_block);
   const dim3 grid(static_cast<unsigned>(ceil_div(C, kWarp)), 2);
-  layernorm_backward_reduce_kernel<<<grid, dim3(kWarp, kReduceRows), 0, stream>>>(dw, db, partials, C, blocks);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel(layernorm_backward_reduce_kernel, grid, dim3(kWarp, kReduceRows), 0, stream, dw, db, partials, C,
+                blocks);
 }
 
 bool rows_aligned(int C, std::initializer_list<const void*> ptrs) {
@@ -249,10 +249,11 @@ void launch_forward(bf16* res, bf16* out, float* mean, float* rstd, const bf16* 
   const unsigned blocks = static_cast<unsigned>(ceil_div(N, kRowsPerBlock));
   const int threads = kRowsPerBlock * kWarp;
   if (rows_aligned(C, {res, out, a, b, w, bias}))
-    layernorm_forward_kernel<kResidual, true><<<blocks, threads, 0, stream>>>(res, out, mean, rstd, a, b, w, bias, N, C);
+    launch_kernel(layernorm_forward_kernel<kResidual, true>, blocks, threads, 0, stream, res, out, mean, rstd, a, b, w,
+                  bias, N, C);
   else
-    layernorm_forward_kernel<kResidual, false><<<blocks, threads, 0, stream>>>(res, out, mean, rstd, a, b, w, bias, N, C);
-  CUDA_CHECK_LAUNCH();
+    launch_kernel(layernorm_forward_kernel<kResidual, false>, blocks, threads, 0, stream, res, out, mean, rstd, a, b, w,
+                  bias, N, C);
 }
 
 }  // namespace

@@ -148,14 +148,12 @@ void bias_backward(float* dbias, const bf16* dout, int N, int OC, void* scratch,
     float* partials = static_cast<float*>(scratch);  // (kChunks, OC)
     const dim3 grid(static_cast<unsigned>(ceil_div(OC, kColTile)), kChunks), block(kColThreads, kRowThreads);
     if (aligned16(dout) && OC % kVec == 0)
-      bias_partials_kernel<true><<<grid, block, 0, stream>>>(partials, dout, N, OC);
+      launch_kernel(bias_partials_kernel<true>, grid, block, 0, stream, partials, dout, N, OC);
     else
-      bias_partials_kernel<false><<<grid, block, 0, stream>>>(partials, dout, N, OC);
-    CUDA_CHECK_LAUNCH();
+      launch_kernel(bias_partials_kernel<false>, grid, block, 0, stream, partials, dout, N, OC);
     const int threads = 256;
-    bias_reduce_kernel<<<static_cast<unsigned>(ceil_div(OC, threads)), threads, 0, stream>>>(dbias, partials,
-                                                                                             OC);
-    CUDA_CHECK_LAUNCH();
+    launch_kernel(bias_reduce_kernel, static_cast<unsigned>(ceil_div(OC, threads)), threads, 0, stream, dbias, partials,
+                  OC);
   }
 }
 
@@ -237,14 +235,16 @@ GemmPlan make_plan(const BlasContext& ctx, const GemmSpec& g, const GemmKey& k) 
   // "No algorithm" comes back either as found == 0 or as CUBLAS_STATUS_NOT_SUPPORTED: name the product.
   const cublasStatus_t st =
       cublasLtMatmulAlgoGetHeuristic(ctx.handle, p.op, p.a, p.b, p.d, p.d, pref.pref, 1, &heur, &found);
-  if ((g.gelu_aux || g.dgelu_aux) && !(st == CUBLAS_STATUS_SUCCESS && found > 0)) {  // optional: caller falls back
+  // The result's fields hold only when its own state says so.
+  const bool ok = st == CUBLAS_STATUS_SUCCESS && found > 0 && heur.state == CUBLAS_STATUS_SUCCESS;
+  if ((g.gelu_aux || g.dgelu_aux) && !ok) {  // optional: caller falls back
     p.supported = false;
     return p;
   }
-  GPT_CHECK(st == CUBLAS_STATUS_SUCCESS && found > 0, "cuda gemm: cuBLASLt has no algorithm (",
-            cublasLtGetStatusName(st), ") for M=", g.M, " N=", g.N, " K=", g.K, " lda=", g.lda, " ldb=", g.ldb,
-            " ldc=", g.ldc, " batch=", g.batch, " trans_a=", g.trans_a, " trans_b=", g.trans_b,
-            " fp32_out=", g.c_f32, " bias=", g.bias != nullptr);
+  GPT_CHECK(ok, "cuda gemm: cuBLASLt has no algorithm (",
+            cublasLtGetStatusName(st != CUBLAS_STATUS_SUCCESS ? st : heur.state), ") for M=", g.M, " N=", g.N,
+            " K=", g.K, " lda=", g.lda, " ldb=", g.ldb, " ldc=", g.ldc, " batch=", g.batch, " trans_a=", g.trans_a,
+            " trans_b=", g.trans_b, " fp32_out=", g.c_f32, " bias=", g.bias != nullptr);
   p.algo = heur.algo;
   return p;
 }
@@ -318,8 +318,7 @@ bool bias_epilogue_ok(const bf16* bias, int OC) { return bias && OC % kVec == 0 
 void bias_add(bf16* out, const bf16* bias, int N, int OC, cudaStream_t stream) {
   const size_t total = static_cast<size_t>(N) * OC;
   if (total == 0) return;
-  bias_add_kernel<<<grid_for(total, 256), 256, 0, stream>>>(out, bias, OC, total);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel(bias_add_kernel, grid_for(total, 256), 256, 0, stream, out, bias, OC, total);
 }
 
 void matmul_forward(bf16* out, const bf16* inp, const bf16* w, const bf16* bias, int N, int C, int OC,

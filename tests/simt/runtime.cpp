@@ -1,0 +1,275 @@
+// The CUDA runtime calls the project makes, on the CPU, for the SIMT emulator build (the program links this
+// instead of libcudart). One device (sm_90 limits, kDeviceBytes of memory); streams and events are tokens,
+// since every kernel and copy runs when it is issued, which keeps any order a stream or an event asks for.
+// Device memory is host memory handed out and tracked here: it starts as NaN bytes, and a copy or memset
+// must stay inside one live block, as a GPU requires.
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "tests/simt/state.h"
+
+namespace simt {
+
+State& state() {
+  static State s;
+  return s;
+}
+
+void State::set_error(cudaError_t e, std::string text) {
+  std::lock_guard<std::mutex> lock(mu_);
+  last_ = e;
+  text_ = std::move(text);
+}
+cudaError_t State::take_error() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const cudaError_t e = last_;
+  last_ = cudaSuccess;
+  return e;
+}
+cudaError_t State::peek_error() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_;
+}
+const char* State::text(cudaError_t e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!text_.empty()) return text_.c_str();
+  return e == cudaSuccess ? "no error" : "error in the SIMT emulator";
+}
+
+size_t State::max_dynamic_shared(const void* kernel) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = shared_optin_.find(kernel);
+  return it == shared_optin_.end() ? 0 : it->second;
+}
+void State::set_max_dynamic_shared(const void* kernel, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  shared_optin_[kernel] = bytes;
+}
+
+cudaError_t State::alloc(void** p, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const size_t rounded = (bytes + kAllocRounding - 1) / kAllocRounding * kAllocRounding;
+  if (rounded == 0 || used_ + rounded > kDeviceBytes) return cudaErrorMemoryAllocation;
+  void* q = std::aligned_alloc(256, (rounded + 255) / 256 * 256);
+  if (!q) return cudaErrorMemoryAllocation;
+  std::memset(q, 0xFF, rounded);  // NaN in fp32 and bf16: a read before any write shows
+  blocks_[static_cast<const char*>(q)] = {bytes, rounded};
+  used_ += rounded;
+  *p = q;
+  return cudaSuccess;
+}
+cudaError_t State::free(void* p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!p) return cudaSuccess;
+  auto it = blocks_.find(static_cast<const char*>(p));
+  if (it == blocks_.end()) return cudaErrorInvalidValue;
+  used_ -= it->second.rounded;
+  blocks_.erase(it);
+  std::free(p);
+  return cudaSuccess;
+}
+size_t State::used() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return used_;
+}
+bool State::inside(const void* p, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const char* c = static_cast<const char*>(p);
+  auto it = blocks_.upper_bound(c);
+  if (it == blocks_.begin()) return false;
+  --it;
+  return c >= it->first && c + bytes <= it->first + it->second.asked;
+}
+
+}  // namespace simt
+
+namespace {
+
+cudaError_t fail(cudaError_t e, const std::string& what) {
+  simt::state().set_error(e, "SIMT emulator: " + what);
+  return e;
+}
+
+// Host memory for the host side of a copy: anything that is not device memory.
+cudaError_t check_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  if (bytes == 0) return cudaSuccess;
+  if (!dst || !src) return fail(cudaErrorInvalidValue, "cudaMemcpy with a null pointer");
+  const bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  const bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if (dst_dev && !simt::state().inside(dst, bytes))
+    return fail(cudaErrorIllegalAddress,
+                "cudaMemcpy writes " + std::to_string(bytes) + " bytes outside any device allocation");
+  if (src_dev && !simt::state().inside(src, bytes))
+    return fail(cudaErrorIllegalAddress,
+                "cudaMemcpy reads " + std::to_string(bytes) + " bytes outside any device allocation");
+  if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice &&
+      kind != cudaMemcpyHostToHost)
+    return fail(cudaErrorInvalidMemcpyDirection, "cudaMemcpy kind not emulated");
+  std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t token(void** out) {
+  if (!out) return fail(cudaErrorInvalidValue, "null handle pointer");
+  *out = new char(0);
+  return cudaSuccess;
+}
+
+}  // namespace
+
+cudaError_t cudaGetLastError() { return simt::state().take_error(); }
+cudaError_t cudaPeekAtLastError() { return simt::state().peek_error(); }
+const char* cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess:
+      return "cudaSuccess";
+    case cudaErrorMemoryAllocation:
+      return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidValue:
+      return "cudaErrorInvalidValue";
+    case cudaErrorIllegalAddress:
+      return "cudaErrorIllegalAddress";
+    case cudaErrorLaunchFailure:
+      return "cudaErrorLaunchFailure";
+    case cudaErrorInvalidDevice:
+      return "cudaErrorInvalidDevice";
+    default:
+      return "cudaError (SIMT emulator)";
+  }
+}
+const char* cudaGetErrorString(cudaError_t e) { return simt::state().text(e); }
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  *count = 1;
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) {
+  return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice, "device " + std::to_string(device));
+}
+cudaError_t cudaGetDevice(int* device) {
+  *device = 0;
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  if (device != 0) return fail(cudaErrorInvalidDevice, "device " + std::to_string(device));
+  switch (attr) {
+    case cudaDevAttrComputeCapabilityMajor:
+      *value = 9;
+      return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor:
+      *value = 0;
+      return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount:
+      *value = 132;
+      return cudaSuccess;
+    case cudaDevAttrClockRate:
+      *value = 1980000;
+      return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+      *value = static_cast<int>(simt::kSharedOptinBytes);
+      return cudaSuccess;
+    case cudaDevAttrWarpSize:
+      *value = 32;
+      return cudaSuccess;
+    default:
+      return fail(cudaErrorInvalidValue, "device attribute " + std::to_string(attr) + " not emulated");
+  }
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  if (device != 0) return fail(cudaErrorInvalidDevice, "device " + std::to_string(device));
+  *prop = cudaDeviceProp{};
+  std::strncpy(prop->name, "SIMT emulator (CPU)", sizeof prop->name - 1);
+  prop->major = 9;
+  prop->minor = 0;
+  prop->totalGlobalMem = simt::kDeviceBytes;
+  prop->multiProcessorCount = 132;
+  prop->warpSize = 32;
+  prop->sharedMemPerBlockOptin = simt::kSharedOptinBytes;
+  prop->maxThreadsPerBlock = 1024;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
+  if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize)
+    return fail(cudaErrorInvalidValue, "function attribute " + std::to_string(attr) + " not emulated");
+  if (value < 0 || static_cast<size_t>(value) > simt::kSharedOptinBytes)
+    return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: " + std::to_string(value) +
+                                           " bytes of dynamic shared memory exceed the device's opt-in limit");
+  simt::state().set_max_dynamic_shared(func, static_cast<size_t>(value));
+  return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void** p, size_t bytes) {
+  const cudaError_t e = simt::state().alloc(p, bytes);
+  return e == cudaSuccess ? e : fail(e, "cudaMalloc of " + std::to_string(bytes) + " bytes");
+}
+cudaError_t cudaFree(void* p) {
+  const cudaError_t e = simt::state().free(p);
+  return e == cudaSuccess ? e : fail(e, "cudaFree of a pointer cudaMalloc did not return");
+}
+cudaError_t cudaMallocHost(void** p, size_t bytes) {
+  *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
+  if (!*p) return fail(cudaErrorMemoryAllocation, "cudaMallocHost of " + std::to_string(bytes) + " bytes");
+  std::memset(*p, 0xFF, bytes);
+  return cudaSuccess;
+}
+cudaError_t cudaFreeHost(void* p) {
+  std::free(p);
+  return cudaSuccess;
+}
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  *total_bytes = simt::kDeviceBytes;
+  *free_bytes = simt::kDeviceBytes - simt::state().used();
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  return check_copy(dst, src, bytes, kind);
+}
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
+  return check_copy(dst, src, bytes, kind);
+}
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
+  if (bytes == 0) return cudaSuccess;
+  if (!simt::state().inside(p, bytes))
+    return fail(cudaErrorIllegalAddress,
+                "cudaMemset of " + std::to_string(bytes) + " bytes outside any device allocation");
+  std::memset(p, value, bytes);
+  return cudaSuccess;
+}
+cudaError_t cudaMemset(void* p, int value, size_t bytes) { return cudaMemsetAsync(p, value, bytes, nullptr); }
+
+cudaError_t cudaStreamCreate(cudaStream_t* s) { return token(reinterpret_cast<void**>(s)); }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int) { return token(reinterpret_cast<void**>(s)); }
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  delete reinterpret_cast<char*>(s);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return simt::state().peek_error(); }
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned int) {
+  return e ? cudaSuccess : fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent on a null event");
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) { return token(reinterpret_cast<void**>(e)); }
+cudaError_t cudaEventCreate(cudaEvent_t* e) { return token(reinterpret_cast<void**>(e)); }
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete reinterpret_cast<char*>(e);
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
+  return e ? cudaSuccess : fail(cudaErrorInvalidResourceHandle, "cudaEventRecord on a null event");
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  return e ? cudaSuccess : fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize on a null event");
+}
+cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
+  if (least) *least = 0;
+  if (greatest) *greatest = -5;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned int, int) {
+  return token(reinterpret_cast<void**>(s));
+}

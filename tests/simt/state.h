@@ -1,0 +1,48 @@
+// The SIMT emulator's device state (runtime.cpp, executor.cpp): the last error and its text, the kernels'
+// shared-memory opt-ins and the emulated device memory: every block the program holds, so a copy or memset
+// that strays outside one fails like a GPU's illegal address instead of touching host memory silently.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace simt {
+
+constexpr size_t kDeviceBytes = size_t{16} << 30;  // the emulated device's memory
+constexpr size_t kSharedOptinBytes = 232448;       // most dynamic shared memory per block (sm_90)
+constexpr size_t kAllocRounding = 512;             // what cudaMalloc rounds a block up to here
+
+class State {
+ public:
+  void set_error(cudaError_t e, std::string text);
+  cudaError_t take_error();  // cudaGetLastError: returns the last error and clears it
+  cudaError_t peek_error();
+  const char* text(cudaError_t e);
+
+  size_t max_dynamic_shared(const void* kernel);
+  void set_max_dynamic_shared(const void* kernel, size_t bytes);
+
+  // Device memory: blocks filled with NaN bytes (device memory starts undefined), counted rounded up.
+  cudaError_t alloc(void** p, size_t bytes);
+  cudaError_t free(void* p);
+  size_t used();
+  // Whether [p, p + bytes) lies inside the bytes one live block was asked for.
+  bool inside(const void* p, size_t bytes);
+
+ private:
+  std::mutex mu_;
+  cudaError_t last_ = cudaSuccess;
+  std::string text_;
+  std::map<const void*, size_t> shared_optin_;
+  struct Block {
+    size_t asked, rounded;
+  };
+  std::map<const char*, Block> blocks_;  // by start
+  size_t used_ = 0;
+};
+State& state();
+
+}  // namespace simt

@@ -1,0 +1,155 @@
+// The SIMT emulator's own rules, each shown on a small kernel written here: barriers order shared memory,
+// shuffles exchange what a GPU exchanges, and what would hang or misbehave on a GPU (a barrier some threads
+// never reach, a shuffle naming a returned lane, a write past dynamic shared memory, a launch beyond the
+// limits, a copy outside an allocation) fails the launch with a message instead of passing silently.
+// Compiled like the CUDA sources of the emulator build (simt.h force-included).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/common.cuh"
+
+namespace gpt::cuda {
+namespace {
+
+// The launch's error text, or "" when it succeeded.
+template <typename Launch>
+std::string launch_error(Launch&& launch) {
+  try {
+    launch();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// One float per thread, freed at the end of the test.
+struct DeviceFloats {
+  float* p = nullptr;
+  size_t n;
+  explicit DeviceFloats(size_t count) : n(count) { CUDA_CHECK(cudaMalloc(&p, n * sizeof(float))); }
+  ~DeviceFloats() { cudaFree(p); }
+  std::vector<float> host() const {
+    std::vector<float> h(n);
+    CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(float), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+__global__ void block_sum_kernel(float* out) {
+  __shared__ float s[32];
+  const float v = static_cast<float>(threadIdx.x + 1);
+  out[threadIdx.x] = block_sum(v, s);
+}
+
+TEST(SimtExecutor, BarriersOrderSharedMemory) {
+  DeviceFloats out(256);
+  launch_kernel(block_sum_kernel, 1, 256, 0, nullptr, out.p);
+  for (float v : out.host()) EXPECT_EQ(v, 256.0f * 257.0f / 2.0f);  // every thread gets 1 + ... + 256
+}
+
+// Without the barrier, thread 0 reads slots other threads have not written yet: on a GPU that is a race
+// whose outcome depends on scheduling; here the threads run in order up to a barrier, so it shows every time.
+__global__ void missing_barrier_kernel(float* out, float value) {
+  __shared__ float s[256];
+  s[threadIdx.x] = value;
+  if (threadIdx.x == 0) {
+    float t = 0.0f;
+    for (int i = 0; i < 256; i++) t += s[i];
+    out[0] = t;
+  }
+}
+
+TEST(SimtExecutor, MissingBarrierShows) {
+  DeviceFloats out(1);
+  launch_kernel(missing_barrier_kernel, 1, 256, 0, nullptr, out.p, 7.0f);
+  EXPECT_NE(out.host()[0], 256.0f * 7.0f) << "thread 0 must run ahead of the writers, as a GPU may";
+}
+
+__global__ void shuffle_kernel(float* out) {
+  const float v = static_cast<float>(threadIdx.x);
+  out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, v, 5) + 1000.0f * __shfl_sync(0xffffffffu, v, 3);
+}
+
+TEST(SimtExecutor, ShufflesExchangeLaneValues) {
+  DeviceFloats out(64);
+  launch_kernel(shuffle_kernel, 1, 64, 0, nullptr, out.p);
+  const std::vector<float> h = out.host();
+  for (int t = 0; t < 64; t++)
+    EXPECT_EQ(h[t], static_cast<float>(t ^ 5) + 1000.0f * static_cast<float>((t / 32) * 32 + 3)) << t;
+}
+
+__global__ void divergent_barrier_kernel() {
+  if (threadIdx.x < 16) {
+    __syncthreads();
+  } else {
+    __syncwarp();
+  }
+}
+__global__ void shuffle_with_returned_lanes_kernel(float* out) {
+  if (threadIdx.x >= 16) return;
+  out[threadIdx.x] = warp_sum(1.0f);
+}
+
+TEST(SimtExecutor, BarriersThatCannotCompleteFailTheLaunch) {
+  const std::string divergent = launch_error([] { launch_kernel(divergent_barrier_kernel, 1, 32, 0, nullptr); });
+  EXPECT_NE(divergent.find("waits at __syncthreads while its warp waits at a warp barrier"), std::string::npos)
+      << divergent;
+  DeviceFloats out(32);
+  const std::string returned =
+      launch_error([&] { launch_kernel(shuffle_with_returned_lanes_kernel, 1, 32, 0, nullptr, out.p); });
+  EXPECT_NE(returned.find("which has returned"), std::string::npos) << returned;
+  // The emulator recovers: the next launch runs normally.
+  launch_kernel(block_sum_kernel, 1, 32, 0, nullptr, out.p);
+  EXPECT_EQ(out.host()[31], 32.0f * 33.0f / 2.0f);
+}
+
+__global__ void dynamic_shared_kernel(float* out, int n_written) {
+  GPT_DYNAMIC_SHARED(float, smem);
+  if (threadIdx.x == 0) {
+    out[0] = smem[0];  // before any write
+    for (int i = 0; i < n_written; i++) smem[i] = 1.0f;
+  }
+}
+
+TEST(SimtExecutor, DynamicSharedMemoryStartsUndefinedAndIsFenced) {
+  DeviceFloats out(1);
+  launch_kernel(dynamic_shared_kernel, 1, 32, 64 * sizeof(float), nullptr, out.p, 64);
+  EXPECT_TRUE(std::isnan(out.host()[0])) << "shared memory must be written before it is read";
+  const std::string past =
+      launch_error([&] { launch_kernel(dynamic_shared_kernel, 1, 32, 64 * sizeof(float), nullptr, out.p, 65); });
+  EXPECT_NE(past.find("wrote past the end of its dynamic shared memory"), std::string::npos) << past;
+}
+
+TEST(SimtExecutor, LaunchLimitsHold) {
+  DeviceFloats out(1);
+  const std::string threads = launch_error([&] { launch_kernel(block_sum_kernel, 1, 1056, 0, nullptr, out.p); });
+  EXPECT_NE(threads.find("at most 1024 threads"), std::string::npos) << threads;
+  const std::string grid = launch_error([&] { launch_kernel(block_sum_kernel, 0, 32, 0, nullptr, out.p); });
+  EXPECT_NE(grid.find("invalid grid"), std::string::npos) << grid;
+  // Above 48 KiB of dynamic shared memory only after the kernel's opt-in.
+  const size_t big = 64 << 10;
+  const std::string optin = launch_error([&] { launch_kernel(dynamic_shared_kernel, 1, 32, big, nullptr, out.p, 1); });
+  EXPECT_NE(optin.find("cudaFuncSetAttribute"), std::string::npos) << optin;
+  CUDA_CHECK(
+      cudaFuncSetAttribute(dynamic_shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(big)));
+  launch_kernel(dynamic_shared_kernel, 1, 32, big, nullptr, out.p, 1);
+}
+
+TEST(SimtRuntime, CopiesStayInsideAllocations) {
+  DeviceFloats d(16);
+  std::vector<float> h(17, 0.0f);
+  EXPECT_EQ(cudaMemcpy(d.p, h.data(), 16 * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(d.p, h.data(), 17 * sizeof(float), cudaMemcpyHostToDevice), cudaErrorIllegalAddress);
+  EXPECT_EQ(cudaMemcpy(h.data(), d.p + 1, 16 * sizeof(float), cudaMemcpyDeviceToHost), cudaErrorIllegalAddress);
+  EXPECT_EQ(cudaMemsetAsync(d.p + 8, 0, 9 * sizeof(float), nullptr), cudaErrorIllegalAddress);
+  EXPECT_EQ(cudaFree(h.data()), cudaErrorInvalidValue);
+  (void)cudaGetLastError();
+  // Fresh device memory reads as NaN until written (cudaMalloc promises no contents).
+  EXPECT_TRUE(std::isnan(DeviceFloats(4).host()[2]));
+}
+
+}  // namespace
+}  // namespace gpt::cuda
