@@ -58,7 +58,11 @@ GPTConfig parse_model_flags(Flags& f, std::string* name, const std::string& defa
   c.max_seq_len = f.i32("--seq-len", c.max_seq_len, 1, 1 << 20);
   const std::string tk = f.str("--tokenizer", "auto");
   GPT_CHECK(tk == "auto" || tk == "byte" || tk == "gpt2" || tk == "none", "--tokenizer: expected byte, gpt2, auto or none, got '", tk, "'");
+  const int tokenizer_vocab = tk == "byte" ? 257 : tk == "gpt2" ? 50257 : 0;  // 0: not named
   c.vocab_size = f.i32("--vocab", tk == "byte" ? 257 : 50257, 2, 1 << 24);
+  // A model whose vocabulary is not its tokenizer's could be trained but never sampled with it.
+  GPT_CHECK(tokenizer_vocab == 0 || c.vocab_size == tokenizer_vocab, "--vocab ", c.vocab_size,
+            ": the ", tk, " tokenizer has ", tokenizer_vocab, " tokens (drop --vocab, or use --tokenizer none)");
   c.finalize();
   return c;
 }

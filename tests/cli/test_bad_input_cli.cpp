@@ -31,6 +31,10 @@ TEST(BadInput, FlagValuesParseStrictly) {
   expect_gpt_error("memplan --config d2 -B ' 4'", "-B expects an integer");
   expect_gpt_error("train --config d2 --train /nonexistent.bin --grad-clip 0x10", "--grad-clip expects a number");
   expect_gpt_error("train --config d2 --train /nonexistent.bin --out ''", "--out expects a value");
+  // a vocabulary the named tokenizer does not have: the model could never be sampled with it
+  expect_gpt_error("train --config d2 --tokenizer byte --vocab 256 --train /nonexistent.bin",
+                   "--vocab 256: the byte tokenizer has 257 tokens");
+  expect_gpt_error("memplan --config d2 --tokenizer gpt2 --vocab 50304", "the gpt2 tokenizer has 50257 tokens");
 }
 
 TEST(BadInput, FlagsThatWouldChangeNothingAreRefused) {

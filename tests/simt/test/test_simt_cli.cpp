@@ -1,0 +1,75 @@
+// The whole program on the emulated GPU (gpt_simt, --device cuda): training with each attention path the
+// emulator has, its memory plan against the CUDA backend's ledger to the byte (the check the GPU run makes,
+// here on the same backend code and the same ledger), a resumed run that goes on where the checkpoint left
+// off, and sampling through the key/value cache.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/common/json_lite.h"
+#include "tests/common/test_paths.h"
+
+namespace gpt::test {
+namespace {
+
+const std::string kModel = "--n-layer 2 --n-head 2 --d-model 64 --seq-len 32 --tokenizer byte ";
+const std::string kBatch = "-B 2 -T 32 ";
+
+// Every line of a metrics file, parsed.
+std::vector<JValue> metrics(const std::string& path) {
+  std::vector<JValue> rows;
+  std::istringstream in(read_log(path));
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty() && line[0] == '{') rows.push_back(parse_json(line));
+  return rows;
+}
+
+// The device peak gpt memplan predicts for the run.
+double planned_peak(const std::string& attention) {
+  const CliResult r = run_gpt("memplan " + kModel + kBatch + "--device cuda --attention " + attention + " --json");
+  EXPECT_EQ(r.code, 0) << r.out;
+  const size_t brace = r.out.rfind("\n{");
+  return parse_json(r.out.substr(brace == std::string::npos ? 0 : brace + 1)).at("device_peak_bytes").num;
+}
+
+TEST(SimtCli, TrainsOnTheEmulatedGpuWithThePlannedMemory) {
+  const std::string d = shakespeare_byte_dir(), dir = scratch_dir();
+  for (const std::string attention : {"simple", "fused"}) {
+    const std::string m = dir + "/metrics_" + attention + ".jsonl";
+    const CliResult r = run_gpt("train " + kModel + kBatch + "--steps 3 --sample-tokens 0 --train '" +
+                                d + "/train_*.bin' --device cuda --attention " + attention + " --metrics " + m +
+                                " --out " + dir + "/run_" + attention);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const std::vector<JValue> rows = metrics(m);
+    ASSERT_EQ(rows.size(), 3u) << read_log(m);
+    const double plan = planned_peak(attention);
+    for (const JValue& row : rows) {
+      EXPECT_TRUE(std::isfinite(row.at("loss").num)) << attention;
+      EXPECT_EQ(row.at("max_rank_device_peak_bytes").num, plan) << attention << ": memplan against the ledger";
+    }
+    // A fresh byte-level model starts near ln(257) = 5.55 nats.
+    EXPECT_NEAR(rows[0].at("loss").num, std::log(257.0), 0.5) << attention;
+  }
+}
+
+TEST(SimtCli, ResumesAndSamplesOnTheEmulatedGpu) {
+  const std::string d = shakespeare_byte_dir(), dir = scratch_dir(), out = dir + "/run";
+  const std::string train = "train " + kModel + kBatch + "--sample-tokens 0 --train '" + d +
+                            "/train_*.bin' --device cuda --attention fused --save-every 2 --out " + out;
+  ASSERT_EQ(run_gpt(train + " --steps 2 --metrics " + dir + "/a.jsonl").code, 0);
+  const CliResult resumed = run_gpt(train + " --steps 4 --resume --metrics " + dir + "/b.jsonl");
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  const std::vector<JValue> rows = metrics(dir + "/b.jsonl");
+  ASSERT_EQ(rows.size(), 2u) << resumed.out;
+  EXPECT_EQ(rows[0].at("step").num, 3) << "the resumed run goes on after the checkpoint's step";
+  const CliResult sample = run_gpt("sample --model " + out + "/model.bin --tokenizer byte --device cuda --tokens 40 " +
+                                   "--prompt ROMEO: --seed 3");
+  ASSERT_EQ(sample.code, 0) << sample.out;
+  EXPECT_NE(sample.out.find("ROMEO:"), std::string::npos) << sample.out;
+}
+
+}  // namespace
+}  // namespace gpt::test
