@@ -268,7 +268,8 @@ fi
 
 # ---- build ------------------------------------------------------------------------------------------------
 targets=(gpt)
-cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGPT_CUDA=ON -DGPT_MPI=OFF "-DCMAKE_CUDA_ARCHITECTURES=$arch")
+# No SIMT emulator build here: on a GPU the CUDA suite runs for real.
+cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGPT_CUDA=ON -DGPT_MPI=OFF -DGPT_SIMT=OFF "-DCMAKE_CUDA_ARCHITECTURES=$arch")
 [[ -n $blas_root ]] && cmake_args+=("-DGPT_OPENBLAS_ROOT=$blas_root")
 if [[ -n $cudnn_root ]]; then  # the wheel's cuDNN: build against it, and let its engines find each other
   cmake_args+=("-DGPT_CUDNN_ROOT=$cudnn_root")

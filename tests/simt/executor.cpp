@@ -8,6 +8,9 @@
 // pointer (simt_switch_stack below, x86-64): launches start millions of CUDA threads, and ucontext's
 // switches cost a system call each.
 #include <sys/mman.h>
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 #include <array>
 #include <cstdint>
@@ -73,6 +76,8 @@ struct Fiber {
 struct Block {
   std::vector<Fiber> fibers;  // stacks kept between launches
   void* scheduler = nullptr;  // the scheduler's saved stack pointer
+  const void* scheduler_stack = nullptr;  // its stack's bounds (for AddressSanitizer's fiber switches)
+  size_t scheduler_stack_bytes = 0;
   int current = -1;
   int live = 0;
   const std::function<void()>* body = nullptr;
@@ -97,8 +102,35 @@ char* new_stack() {
 Fiber& me() { return g_block->fibers[static_cast<size_t>(g_block->current)]; }
 
 // Where every fiber starts; it never returns: once the thread is done it switches back for good.
+// The two directions of a switch. Under AddressSanitizer (GPT_SIMT_ASAN) it is told which stack becomes
+// live, so its checks of stack memory follow the fibers; elsewhere these are the bare switch.
+void to_fiber(Block& b, Fiber& f) {
+#ifdef __SANITIZE_ADDRESS__
+  void* fake = nullptr;
+  __sanitizer_start_switch_fiber(&fake, f.stack, kStackBytes);
+  simt_switch_stack(&b.scheduler, f.sp);
+  __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#else
+  simt_switch_stack(&b.scheduler, f.sp);
+#endif
+}
+void to_scheduler(Block& b, Fiber& f, bool for_good) {
+#ifdef __SANITIZE_ADDRESS__
+  void* fake = nullptr;
+  __sanitizer_start_switch_fiber(for_good ? nullptr : &fake, b.scheduler_stack, b.scheduler_stack_bytes);
+  simt_switch_stack(&f.sp, b.scheduler);
+  __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#else
+  (void)for_good;
+  simt_switch_stack(&f.sp, b.scheduler);
+#endif
+}
+
 [[noreturn]] void fiber_entry() {
   Block& b = *g_block;
+#ifdef __SANITIZE_ADDRESS__
+  __sanitizer_finish_switch_fiber(nullptr, &b.scheduler_stack, &b.scheduler_stack_bytes);
+#endif
   try {
     (*b.body)();
   } catch (const Fault& f) {
@@ -111,7 +143,7 @@ Fiber& me() { return g_block->fibers[static_cast<size_t>(g_block->current)]; }
   Fiber& f = me();
   f.wait = Wait::done;
   b.live--;
-  simt_switch_stack(&f.sp, b.scheduler);
+  to_scheduler(b, f, true);
   __builtin_unreachable();
 }
 
@@ -130,7 +162,7 @@ void wait_here(Wait w, unsigned mask) {
   Fiber& f = me();
   f.wait = w;
   f.mask = mask;
-  simt_switch_stack(&f.sp, g_block->scheduler);
+  to_scheduler(*g_block, f, false);
 }
 
 std::string describe(const Fiber& f) {
@@ -169,7 +201,7 @@ void run_warp(Block& b, int w, int threads) {
     for (int i = first; i < last; i++) {
       if (b.fibers[i].wait != Wait::run) continue;
       b.current = i;
-      simt_switch_stack(&b.scheduler, b.fibers[i].sp);
+      to_fiber(b, b.fibers[i]);
       if (!b.fault.empty()) throw Fault{b.fault};
     }
   } while (release_warp(b, w, threads));

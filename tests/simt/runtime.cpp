@@ -50,10 +50,14 @@ void State::set_max_dynamic_shared(const void* kernel, size_t bytes) {
 cudaError_t State::alloc(void** p, size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   const size_t rounded = (bytes + kAllocRounding - 1) / kAllocRounding * kAllocRounding;
-  if (rounded == 0 || used_ + rounded > kDeviceBytes) return cudaErrorMemoryAllocation;
-  void* q = std::aligned_alloc(256, (rounded + 255) / 256 * 256);
-  if (!q) return cudaErrorMemoryAllocation;
-  std::memset(q, 0xFF, rounded);  // NaN in fp32 and bf16: a read before any write shows
+  if (bytes == 0) {  // as cudaMalloc: success, and no block
+    *p = nullptr;
+    return cudaSuccess;
+  }
+  if (used_ + rounded > kDeviceBytes) return cudaErrorMemoryAllocation;
+  void* q = nullptr;  // exactly the bytes asked for: under AddressSanitizer a kernel's overrun stops the test
+  if (posix_memalign(&q, 256, bytes) != 0) return cudaErrorMemoryAllocation;
+  std::memset(q, 0xFF, bytes);  // NaN in fp32 and bf16: a read before any write shows
   blocks_[static_cast<const char*>(q)] = {bytes, rounded};
   used_ += rounded;
   *p = q;
@@ -212,8 +216,8 @@ cudaError_t cudaFree(void* p) {
   return e == cudaSuccess ? e : fail(e, "cudaFree of a pointer cudaMalloc did not return");
 }
 cudaError_t cudaMallocHost(void** p, size_t bytes) {
-  *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
-  if (!*p) return fail(cudaErrorMemoryAllocation, "cudaMallocHost of " + std::to_string(bytes) + " bytes");
+  if (posix_memalign(p, 256, bytes) != 0)
+    return fail(cudaErrorMemoryAllocation, "cudaMallocHost of " + std::to_string(bytes) + " bytes");
   std::memset(*p, 0xFF, bytes);
   return cudaSuccess;
 }
