@@ -193,12 +193,13 @@ bool release_warp(Block& b, int w, int threads) {
   return true;
 }
 
-// Runs warp w's lanes (in lane order, each up to its next barrier) through every warp barrier it can pass,
-// until they all wait at __syncthreads or have returned.
-void run_warp(Block& b, int w, int threads) {
+// Runs warp w's lanes (in lane order, or backward; each up to its next barrier) through every warp barrier
+// it can pass, until they all wait at __syncthreads or have returned.
+void run_warp(Block& b, int w, int threads, bool lanes_backward) {
   const int first = w * 32, last = std::min(threads, first + 32);
   do {
-    for (int i = first; i < last; i++) {
+    for (int k = first; k < last; k++) {
+      const int i = lanes_backward ? first + last - 1 - k : k;
       if (b.fibers[i].wait != Wait::run) continue;
       b.current = i;
       to_fiber(b, b.fibers[i]);
@@ -207,13 +208,15 @@ void run_warp(Block& b, int w, int threads) {
   } while (release_warp(b, w, threads));
 }
 
-// Between block barriers each warp runs as far as it can before the next warp starts (forward order in even
-// blocks, backward in odd ones): a legal GPU schedule, and the one that exposes a missing __syncthreads
-// between warps, since a warp then reads shared memory other warps have not written yet.
-void run_block(Block& b, int threads, bool backward) {
+// Between block barriers each warp runs as far as it can before the next warp starts: a legal GPU schedule,
+// and the one that exposes a missing __syncthreads between warps, since a warp then reads shared memory
+// other warps have not written yet. Blocks (and consecutive launches) take turns among four orders (warps
+// forward or backward, lanes forward or backward), so a reader meets its writer both before and after it.
+void run_block(Block& b, int threads, unsigned order) {
   const int warps = (threads + 31) / 32;
+  const bool warps_backward = order % 2 == 1, lanes_backward = order / 2 % 2 == 1;
   for (;;) {
-    for (int k = 0; k < warps; k++) run_warp(b, backward ? warps - 1 - k : k, threads);
+    for (int k = 0; k < warps; k++) run_warp(b, warps_backward ? warps - 1 - k : k, threads, lanes_backward);
     if (b.live == 0) return;
     for (int i = 0; i < threads; i++)
       if (b.fibers[i].wait == Wait::block) b.fibers[i].wait = Wait::run;
@@ -284,6 +287,8 @@ void launch(const void* kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t
             const std::function<void()>& body) {
   (void)stream;  // streams run in order, so running now keeps every order the code asks for
   static thread_local Block b;
+  static thread_local unsigned launches = 0;  // consecutive launches of one block start at different orders
+  launches++;
   Block* outer = g_block;
   g_block = &b;
   try {
@@ -299,7 +304,7 @@ void launch(const void* kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t
       for (unsigned y = 0; y < grid.y; y++)
         for (unsigned x = 0; x < grid.x; x++) {
           start_fibers(b, dim3(x, y, z), grid, block);
-          run_block(b, threads, (x + y + z) % 2 == 1);
+          run_block(b, threads, launches + x + grid.x * (y + grid.y * z));
           for (size_t i = 0; i < kFenceBytes; i++)
             if (b.smem_base[smem + i] != kFence)
               throw Fault{"a thread of block (" + std::to_string(x) + "," + std::to_string(y) + "," +
