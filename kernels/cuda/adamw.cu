@@ -168,8 +168,8 @@ void adamw_update(float* param, const float* grad, float* m, float* v, bf16* par
   const size_t head = vec ? std::min(n, ((16 - mis) & 15u) / sizeof(float)) : 0;
   // The bf16 output's vectors start at the same element, so they must be 8-byte aligned there.
   if (param_out && (reinterpret_cast<uintptr_t>(param_out + head) & 7u) != 0) vec = false;
-  launch_kernel(adamw_kernel, grid_for(vec ? ceil_div(n, 4) : n, 256), 256, 0, stream, param, grad, m, v, param_out, n,
-                s, vec, vec ? head : 0);
+  GPT_LAUNCH(adamw_kernel, grid_for(vec ? ceil_div(n, 4) : n, 256), 256, 0, stream, param, grad, m, v, param_out, n, s,
+             vec, vec ? head : 0);
 }
 
 // Each buffer's partials go to the one partials block (the next buffer's partials kernel starts after this
@@ -187,9 +187,9 @@ double sum_squares_all(const float* const* xs, const size_t* ns, int count, void
       const float* x = xs[first + i];
       const size_t n = ns[first + i];
       // n == 0: the partials are zeros and the result is 0.0, as sum_squares returns without a launch.
-      launch_kernel(sum_squares_partials_kernel, kSumBlocks, kSumThreads, 0, stream, partials, x, n,
-                    n > 0 && aligned16(x));
-      launch_kernel(sum_squares_final_kernel, 1, kWarp, 0, stream, results + i, partials);
+      GPT_LAUNCH(sum_squares_partials_kernel, kSumBlocks, kSumThreads, 0, stream, partials, x, n,
+                 n > 0 && aligned16(x));
+      GPT_LAUNCH(sum_squares_final_kernel, 1, kWarp, 0, stream, results + i, partials);
     }
     CUDA_CHECK(cudaMemcpyAsync(host, results, chunk * sizeof(double), cudaMemcpyDeviceToHost, stream));
     CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -206,7 +206,7 @@ double sum_squares(const float* x, size_t n, void* scratch, cudaStream_t stream)
 void accumulate_f32(float* y, const float* x, size_t n, cudaStream_t stream) {
   if (n == 0) return;
   const bool vec = aligned16(y) && aligned16(x);
-  launch_kernel(accumulate_kernel, grid_for(vec ? ceil_div(n, 4) : n, 256), 256, 0, stream, y, x, n, vec);
+  GPT_LAUNCH(accumulate_kernel, grid_for(vec ? ceil_div(n, 4) : n, 256), 256, 0, stream, y, x, n, vec);
 }
 
 }  // namespace gpt::cuda

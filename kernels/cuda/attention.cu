@@ -117,12 +117,12 @@ Buffers carve(void* scratch, int B, int T, int C, int NH) {
 
 void split(bf16* dst, const bf16* src, int src_stride, int B, int T, int NH, int hs, cudaStream_t stream) {
   const size_t total = static_cast<size_t>(B) * NH * T * hs;
-  launch_kernel(split_heads_kernel, grid_for(total, 256), 256, 0, stream, dst, src, src_stride, T, NH, hs, total);
+  GPT_LAUNCH(split_heads_kernel, grid_for(total, 256), 256, 0, stream, dst, src, src_stride, T, NH, hs, total);
 }
 
 void merge(bf16* dst, int dst_stride, const bf16* src, int B, int T, int NH, int hs, cudaStream_t stream) {
   const size_t total = static_cast<size_t>(B) * NH * T * hs;
-  launch_kernel(merge_heads_kernel, grid_for(total, 256), 256, 0, stream, dst, dst_stride, src, T, NH, hs, total);
+  GPT_LAUNCH(merge_heads_kernel, grid_for(total, 256), 256, 0, stream, dst, dst_stride, src, T, NH, hs, total);
 }
 
 // One batched product over the B*NH heads: C (M x N) = alpha * op(A) @ op(B), each operand either a
@@ -177,8 +177,8 @@ void attention_forward(bf16* out, bf16* state, const bf16* qkv, int B, int T, in
   // S = scale * q @ k^T
   head_gemm(ctx, stream, BH, T, T, hs, s.q, false, hs, sh, s.k, true, hs, sh, s.att, true, T, st, h.scale);
   const size_t rows = static_cast<size_t>(BH) * T;
-  launch_kernel(causal_softmax_kernel, static_cast<unsigned>(ceil_div(rows, kRowsPerBlock)), kRowsPerBlock * kWarp, 0,
-                stream, state, s.att, rows, T);
+  GPT_LAUNCH(causal_softmax_kernel, static_cast<unsigned>(ceil_div(rows, kRowsPerBlock)), kRowsPerBlock * kWarp, 0,
+             stream, state, s.att, rows, T);
   // y = P @ v, kept in the dy slot, then back to (B,T,C)
   head_gemm(ctx, stream, BH, T, hs, T, state, false, T, st, s.v, false, hs, sh, s.dy, false, hs, sh, 1.0f);
   merge(out, C, s.dy, B, T, NH, hs, stream);
@@ -197,8 +197,8 @@ void attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf1
   // dP = dy @ v^T (fp32)
   head_gemm(ctx, stream, BH, T, T, hs, s.dy, false, hs, sh, s.v, true, hs, sh, s.att, true, T, st, 1.0f);
   const size_t rows = static_cast<size_t>(BH) * T;
-  launch_kernel(causal_softmax_backward_kernel, static_cast<unsigned>(ceil_div(rows, kRowsPerBlock)),
-                kRowsPerBlock * kWarp, 0, stream, s.dS, state, s.att, rows, T);
+  GPT_LAUNCH(causal_softmax_backward_kernel, static_cast<unsigned>(ceil_div(rows, kRowsPerBlock)),
+             kRowsPerBlock * kWarp, 0, stream, s.dS, state, s.att, rows, T);
   // dv = P^T @ dy, dq = scale * dS @ k, dk = scale * dS^T @ q
   head_gemm(ctx, stream, BH, T, hs, T, state, true, T, st, s.dy, false, hs, sh, s.dv, false, hs, sh, 1.0f);
   head_gemm(ctx, stream, BH, T, hs, T, s.dS, false, T, st, s.k, false, hs, sh, s.dq, false, hs, sh, h.scale);
@@ -274,8 +274,7 @@ __global__ void __launch_bounds__(kCachedThreads) cached_attention_kernel(bf16* 
 void append_heads(bf16* dst, const bf16* src, int B, int Tn, int past, int Tmax, int C, int NH, cudaStream_t stream) {
   const int hs = C / NH;
   const size_t total = static_cast<size_t>(B) * NH * Tn * hs;
-  launch_kernel(append_heads_kernel, grid_for(total, 256), 256, 0, stream, dst, src, 3 * C, Tn, past, Tmax, NH, hs,
-                total);
+  GPT_LAUNCH(append_heads_kernel, grid_for(total, 256), 256, 0, stream, dst, src, 3 * C, Tn, past, Tmax, NH, hs, total);
 }
 
 }  // namespace
@@ -292,8 +291,8 @@ void attention_cached_forward(bf16* out, bf16* kcache, bf16* vcache, const bf16*
   append_heads(vcache, qkv + 2 * C, B, Tn, past, Tmax, C, NH, stream);
   const float scale = 1.0f / std::sqrt(static_cast<float>(C / NH));
   const size_t smem = 2 * sizeof(float) * (C / NH);  // q and acc
-  launch_kernel(cached_attention_kernel, dim3(Tn, NH, B), kCachedThreads, smem, stream, out, qkv, kcache, vcache, Tn,
-                past, Tmax, C, NH, scale);
+  GPT_LAUNCH(cached_attention_kernel, dim3(Tn, NH, B), kCachedThreads, smem, stream, out, qkv, kcache, vcache, Tn, past,
+             Tmax, C, NH, scale);
 }
 
 }  // namespace gpt::cuda

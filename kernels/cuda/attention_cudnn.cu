@@ -137,8 +137,8 @@ void CudnnAttention::forward(bf16* out, float* lse, const bf16* qkv, int B, int 
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   if (cudnn_attention_closed_form(T)) {
     const int BH = B * NH, warps = 4;
-    launch_kernel(closed_form_forward_kernel, static_cast<unsigned>(ceil_div(BH, warps)), warps * kWarp, 0, stream, out,
-                  lse, qkv, BH, NH, hs, scale);
+    GPT_LAUNCH(closed_form_forward_kernel, static_cast<unsigned>(ceil_div(BH, warps)), warps * kWarp, 0, stream, out,
+               lse, qkv, BH, NH, hs, scale);
     return;
   }
   const SdpaLayout l = packed_sdpa_layout(B, T, NH, hs);
@@ -167,7 +167,7 @@ void CudnnAttention::backward(bf16* dqkv, const bf16* dout, const bf16* qkv, con
   GPT_CHECK(stream == impl_->stream, "cuDNN attention: called on another stream than its handle's");
   if (cudnn_attention_closed_form(T)) {
     const size_t total = static_cast<size_t>(B) * 3 * C;
-    launch_kernel(closed_form_backward_kernel, grid_for(total, 256), 256, 0, stream, dqkv, dout, total, C);
+    GPT_LAUNCH(closed_form_backward_kernel, grid_for(total, 256), 256, 0, stream, dqkv, dout, total, C);
     return;
   }
   const SdpaLayout l = packed_sdpa_layout(B, T, NH, hs);

@@ -452,8 +452,8 @@ void forward_hs(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, cu
   const size_t smem = forward_smem_bytes<HS>();
   if (!(ready & device_bit())) allow_smem(fused_forward_kernel<HS, kVecPath>, smem), ready |= device_bit();
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-  launch_kernel(fused_forward_kernel<HS, kVecPath>, tile_grid(B, T, NH), kThreads, smem, stream, out, lse, qkv, T, NH,
-                scale);
+  GPT_LAUNCH(fused_forward_kernel<HS, kVecPath>, tile_grid(B, T, NH), kThreads, smem, stream, out, lse, qkv, T, NH,
+             scale);
 }
 
 template <int HS, bool kVecPath>
@@ -468,10 +468,10 @@ void backward_hs(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   const dim3 grid = tile_grid(B, T, NH);
-  launch_kernel(fused_backward_dkdv_kernel<HS, kVecPath>, grid, kThreads, smem, stream, dqkv, dout, qkv, lse, Dv, T, NH,
-                scale);
-  launch_kernel(fused_backward_dq_kernel<HS, kVecPath>, grid, kThreads, smem, stream, dqkv, dout, qkv, lse, Dv, T, NH,
-                scale);
+  GPT_LAUNCH(fused_backward_dkdv_kernel<HS, kVecPath>, grid, kThreads, smem, stream, dqkv, dout, qkv, lse, Dv, T, NH,
+             scale);
+  GPT_LAUNCH(fused_backward_dq_kernel<HS, kVecPath>, grid, kThreads, smem, stream, dqkv, dout, qkv, lse, Dv, T, NH,
+             scale);
 }
 
 template <int HS>
@@ -514,9 +514,9 @@ void fused_attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, con
   const size_t threads = static_cast<size_t>(B) * T * NH * (hs / kVec);  // hs / 8 lanes a row
   const unsigned blocks = static_cast<unsigned>(ceil_div(threads, 256));
   if (aligned16(dout) && aligned16(out))
-    launch_kernel(row_dot_kernel<true>, blocks, 256, 0, stream, Dv, dout, out, B, T, NH, hs);
+    GPT_LAUNCH(row_dot_kernel<true>, blocks, 256, 0, stream, Dv, dout, out, B, T, NH, hs);
   else
-    launch_kernel(row_dot_kernel<false>, blocks, 256, 0, stream, Dv, dout, out, B, T, NH, hs);
+    GPT_LAUNCH(row_dot_kernel<false>, blocks, 256, 0, stream, Dv, dout, out, B, T, NH, hs);
   if (hs == 32) backward_hs<32>(dqkv, dout, qkv, lse, Dv, B, T, NH, stream);
   if (hs == 64) backward_hs<64>(dqkv, dout, qkv, lse, Dv, B, T, NH, stream);
 }

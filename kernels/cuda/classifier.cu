@@ -159,9 +159,9 @@ __global__ void __launch_bounds__(kSumThreads) loss_sum_kernel(double* loss_sum,
 template <bool kBackward>
 void launch(float* losses, bf16* logits, const int* targets, float dloss, int N, int V, int Vp, cudaStream_t stream) {
   if (Vp % kVec == 0 && aligned16(logits))
-    launch_kernel(classifier_kernel<kBackward, true>, N, kThreads, 0, stream, losses, logits, targets, dloss, V, Vp);
+    GPT_LAUNCH(classifier_kernel<kBackward, true>, N, kThreads, 0, stream, losses, logits, targets, dloss, V, Vp);
   else
-    launch_kernel(classifier_kernel<kBackward, false>, N, kThreads, 0, stream, losses, logits, targets, dloss, V, Vp);
+    GPT_LAUNCH(classifier_kernel<kBackward, false>, N, kThreads, 0, stream, losses, logits, targets, dloss, V, Vp);
 }
 
 }  // namespace
@@ -180,7 +180,7 @@ void classifier_backward(bf16* logits_to_dlogits, float* losses, double* loss_su
   if (N == 0) return;
   launch<true>(losses, logits_to_dlogits, targets, dloss, N, V, Vp, stream);
   if (loss_sum) {
-    launch_kernel(loss_sum_kernel, 1, kSumThreads, 0, stream, loss_sum, losses, N);
+    GPT_LAUNCH(loss_sum_kernel, 1, kSumThreads, 0, stream, loss_sum, losses, N);
   }
 }
 

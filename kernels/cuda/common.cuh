@@ -138,18 +138,25 @@ __device__ __forceinline__ void store_row8(bf16* p, const float (&x)[kVec], int 
 }
 
 // ---- launching ---------------------------------------------------------------------------------
-// Every kernel launch goes through launch_kernel(): the launch, then the launch check (a bad configuration fails
-// at its launch site). In the SIMT emulator build (GPT_SIMT, tests/simt/) the same call runs the grid on
-// the CPU, one fiber per CUDA thread, so the kernels' code runs unchanged under the twin tests.
-template <typename... P, typename... A>
-void launch_kernel(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, A... args) {
+// Every kernel launch is GPT_LAUNCH(kernel, grid, block, smem, stream, args...): the launch, then its check,
+// which fails naming the launch site's file and line (a bad configuration fails where it was made). In the
+// SIMT emulator build (GPT_SIMT, tests/simt/) the same call runs the grid on the CPU, one fiber per CUDA
+// thread, so the kernels' code runs unchanged under the twin tests.
+struct LaunchSite {
+  const char* file;
+  int line;
+  template <typename... P, typename... A>
+  void operator()(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, A... args) const {
 #ifdef GPT_SIMT
-  ::simt::launch(reinterpret_cast<const void*>(kernel), grid, block, smem, stream, [=] { kernel(args...); });
+    ::simt::launch(reinterpret_cast<const void*>(kernel), grid, block, smem, stream, [=] { kernel(args...); });
 #else
-  kernel<<<grid, block, smem, stream>>>(args...);
+    kernel<<<grid, block, smem, stream>>>(args...);
 #endif
-  CUDA_CHECK_LAUNCH();
-}
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) ::gpt::detail::cuda_fail(e, "a kernel launch", file, line);
+  }
+};
+#define GPT_LAUNCH ::gpt::cuda::LaunchSite{__FILE__, __LINE__}
 
 // A kernel's dynamic shared memory (the launch's smem bytes), 128-byte aligned: `type* name`.
 #ifdef GPT_SIMT
@@ -203,7 +210,7 @@ void launch_map(bf16* out, const bf16* a, const bf16* b, size_t n, Op op, cudaSt
   if (n == 0) return;
   const bool vec = aligned16(out) && aligned16(a) && (!b || aligned16(b));
   const int threads = 256;
-  launch_kernel(map_kernel<Op>, grid_for(vec ? ceil_div(n, kVec) : n, threads), threads, 0, stream, out, a, b, n, op,
+  GPT_LAUNCH(map_kernel<Op>, grid_for(vec ? ceil_div(n, kVec) : n, threads), threads, 0, stream, out, a, b, n, op,
                 vec);
 }
 

@@ -161,11 +161,11 @@ void encoder_forward(bf16* out, const int* tokens, const bf16* wte, const bf16* 
   if (total == 0) return;
   const int threads = 256;
   if (C % kVec == 0 && aligned16(out) && aligned16(wte) && aligned16(wpe))
-    launch_kernel(encoder_forward_kernel<true>, grid_for(total / kVec, threads), threads, 0, stream, out, tokens, wte,
-                  wpe, T, C, total / kVec);
+    GPT_LAUNCH(encoder_forward_kernel<true>, grid_for(total / kVec, threads), threads, 0, stream, out, tokens, wte, wpe,
+               T, C, total / kVec);
   else
-    launch_kernel(encoder_forward_kernel<false>, grid_for(total, threads), threads, 0, stream, out, tokens, wte, wpe, T,
-                  C, total);
+    GPT_LAUNCH(encoder_forward_kernel<false>, grid_for(total, threads), threads, 0, stream, out, tokens, wte, wpe, T, C,
+               total);
 }
 
 void encoder_backward(float* dwte, float* dwpe, const bf16* dout, const int* tokens, int B, int T, int C,
@@ -176,22 +176,21 @@ void encoder_backward(float* dwte, float* dwpe, const bf16* dout, const int* tok
   int* order = static_cast<int*>(scratch);  // (N)
   int* head_start = order + ints;           // (N)
   int* head_count = head_start + ints;      // (N)
-  launch_kernel(token_rank_kernel, static_cast<unsigned>(ceil_div(N, kRankThreads)), kRankThreads, 0, stream, order,
-                head_start, head_count, tokens, N);
+  GPT_LAUNCH(token_rank_kernel, static_cast<unsigned>(ceil_div(N, kRankThreads)), kRankThreads, 0, stream, order,
+             head_start, head_count, tokens, N);
   const bool vec = C % kVec == 0 && aligned16(dout) && aligned16(dwte) && aligned16(dwpe);
   if (vec) {
     const int threads = static_cast<int>(std::min<size_t>(256, ceil_div(C / kVec, kWarp) * kWarp));
-    launch_kernel(wte_backward_kernel<true>, N, threads, 0, stream, dwte, dout, tokens, order, head_start, head_count,
-                  C);
+    GPT_LAUNCH(wte_backward_kernel<true>, N, threads, 0, stream, dwte, dout, tokens, order, head_start, head_count, C);
   } else {
-    launch_kernel(wte_backward_kernel<false>, N, 256, 0, stream, dwte, dout, tokens, order, head_start, head_count, C);
+    GPT_LAUNCH(wte_backward_kernel<false>, N, 256, 0, stream, dwte, dout, tokens, order, head_start, head_count, C);
   }
   const size_t tc = static_cast<size_t>(T) * C;
   const int threads = 256;
   if (vec)
-    launch_kernel(wpe_backward_kernel<true>, grid_for(tc / kVec, threads), threads, 0, stream, dwpe, dout, B, T, C);
+    GPT_LAUNCH(wpe_backward_kernel<true>, grid_for(tc / kVec, threads), threads, 0, stream, dwpe, dout, B, T, C);
   else
-    launch_kernel(wpe_backward_kernel<false>, grid_for(tc, threads), threads, 0, stream, dwpe, dout, B, T, C);
+    GPT_LAUNCH(wpe_backward_kernel<false>, grid_for(tc, threads), threads, 0, stream, dwpe, dout, B, T, C);
 }
 
 }  // namespace gpt::cuda

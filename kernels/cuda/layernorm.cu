@@ -229,11 +229,10 @@ void launch_backward(bf16* dinp, float* dw, float* db, const bf16* dout, const b
   const int blocks = static_cast<int>(std::min<size_t>(kBlocks, ceil_div(N, kBwdWarps)));
   const int rows_per_block = static_cast<int>(ceil_div(N, blocks));
   float* partials = static_cast<float*>(scratch);  // (blocks, 2, C)
-  launch_kernel(kernel, blocks, warps * kWarp, smem, stream, dinp, partials, dout, inp, w, mean, rstd, N, C,
-                rows_per_block);
+  GPT_LAUNCH(kernel, blocks, warps * kWarp, smem, stream, dinp, partials, dout, inp, w, mean, rstd, N, C,
+             rows_per_block);
   const dim3 grid(static_cast<unsigned>(ceil_div(C, kWarp)), 2);
-  launch_kernel(layernorm_backward_reduce_kernel, grid, dim3(kWarp, kReduceRows), 0, stream, dw, db, partials, C,
-                blocks);
+  GPT_LAUNCH(layernorm_backward_reduce_kernel, grid, dim3(kWarp, kReduceRows), 0, stream, dw, db, partials, C, blocks);
 }
 
 bool rows_aligned(int C, std::initializer_list<const void*> ptrs) {
@@ -249,11 +248,11 @@ void launch_forward(bf16* res, bf16* out, float* mean, float* rstd, const bf16* 
   const unsigned blocks = static_cast<unsigned>(ceil_div(N, kRowsPerBlock));
   const int threads = kRowsPerBlock * kWarp;
   if (rows_aligned(C, {res, out, a, b, w, bias}))
-    launch_kernel(layernorm_forward_kernel<kResidual, true>, blocks, threads, 0, stream, res, out, mean, rstd, a, b, w,
-                  bias, N, C);
+    GPT_LAUNCH(layernorm_forward_kernel<kResidual, true>, blocks, threads, 0, stream, res, out, mean, rstd, a, b, w,
+               bias, N, C);
   else
-    launch_kernel(layernorm_forward_kernel<kResidual, false>, blocks, threads, 0, stream, res, out, mean, rstd, a, b, w,
-                  bias, N, C);
+    GPT_LAUNCH(layernorm_forward_kernel<kResidual, false>, blocks, threads, 0, stream, res, out, mean, rstd, a, b, w,
+               bias, N, C);
 }
 
 }  // namespace

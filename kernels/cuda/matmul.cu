@@ -148,12 +148,12 @@ void bias_backward(float* dbias, const bf16* dout, int N, int OC, void* scratch,
     float* partials = static_cast<float*>(scratch);  // (kChunks, OC)
     const dim3 grid(static_cast<unsigned>(ceil_div(OC, kColTile)), kChunks), block(kColThreads, kRowThreads);
     if (aligned16(dout) && OC % kVec == 0)
-      launch_kernel(bias_partials_kernel<true>, grid, block, 0, stream, partials, dout, N, OC);
+      GPT_LAUNCH(bias_partials_kernel<true>, grid, block, 0, stream, partials, dout, N, OC);
     else
-      launch_kernel(bias_partials_kernel<false>, grid, block, 0, stream, partials, dout, N, OC);
+      GPT_LAUNCH(bias_partials_kernel<false>, grid, block, 0, stream, partials, dout, N, OC);
     const int threads = 256;
-    launch_kernel(bias_reduce_kernel, static_cast<unsigned>(ceil_div(OC, threads)), threads, 0, stream, dbias, partials,
-                  OC);
+    GPT_LAUNCH(bias_reduce_kernel, static_cast<unsigned>(ceil_div(OC, threads)), threads, 0, stream, dbias, partials,
+               OC);
   }
 }
 
@@ -318,7 +318,7 @@ bool bias_epilogue_ok(const bf16* bias, int OC) { return bias && OC % kVec == 0 
 void bias_add(bf16* out, const bf16* bias, int N, int OC, cudaStream_t stream) {
   const size_t total = static_cast<size_t>(N) * OC;
   if (total == 0) return;
-  launch_kernel(bias_add_kernel, grid_for(total, 256), 256, 0, stream, out, bias, OC, total);
+  GPT_LAUNCH(bias_add_kernel, grid_for(total, 256), 256, 0, stream, out, bias, OC, total);
 }
 
 void matmul_forward(bf16* out, const bf16* inp, const bf16* w, const bf16* bias, int N, int C, int OC,

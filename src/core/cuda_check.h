@@ -39,9 +39,6 @@ namespace gpt::detail {
     if (gpt_cuda_err_ != cudaSuccess) ::gpt::detail::cuda_fail(gpt_cuda_err_, #call, __FILE__, __LINE__); \
   } while (0)
 
-// After every kernel launch: catches bad launch configurations at the launch site.
-#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
-
 #ifdef GPT_WITH_CUDNN
 #define CUDNN_CHECK(call)                                                  \
   do {                                                                     \

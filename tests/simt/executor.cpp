@@ -9,6 +9,7 @@
 // switches cost a system call each.
 #include <sys/mman.h>
 #ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -60,6 +61,7 @@ constexpr size_t kSlotBytes = 16;
 
 struct Fault {
   std::string what;
+  cudaError_t code = cudaErrorLaunchFailure;  // a bad configuration: cudaErrorInvalidConfiguration
 };
 
 enum class Wait { run, block, warp, done };
@@ -74,8 +76,8 @@ struct Fiber {
 };
 
 struct Block {
-  std::vector<Fiber> fibers;  // stacks kept between launches
-  void* scheduler = nullptr;  // the scheduler's saved stack pointer
+  std::vector<Fiber> fibers;              // stacks kept between launches
+  void* scheduler = nullptr;              // the scheduler's saved stack pointer
   const void* scheduler_stack = nullptr;  // its stack's bounds (for AddressSanitizer's fiber switches)
   size_t scheduler_stack_bytes = 0;
   int current = -1;
@@ -247,14 +249,17 @@ void check_config(const void* kernel, dim3 grid, dim3 block, size_t smem) {
   const unsigned long long threads = 1ull * block.x * block.y * block.z;
   if (threads == 0 || threads > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64)
     throw Fault{"invalid block (" + std::to_string(block.x) + "," + std::to_string(block.y) + "," +
-                std::to_string(block.z) + "): at most 1024 threads"};
+                    std::to_string(block.z) + "): at most 1024 threads",
+                cudaErrorInvalidConfiguration};
   if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535)
-    throw Fault{"invalid grid (" + std::to_string(grid.x) + "," + std::to_string(grid.y) + "," +
-                std::to_string(grid.z) + ")"};
+    throw Fault{
+        "invalid grid (" + std::to_string(grid.x) + "," + std::to_string(grid.y) + "," + std::to_string(grid.z) + ")",
+        cudaErrorInvalidConfiguration};
   const size_t allowed = std::max<size_t>(48 << 10, state().max_dynamic_shared(kernel));
   if (smem > allowed)
     throw Fault{std::to_string(smem) + " bytes of dynamic shared memory, more than the " + std::to_string(allowed) +
-                " this kernel may use (above 48 KiB needs cudaFuncSetAttribute)"};
+                    " this kernel may use (above 48 KiB needs cudaFuncSetAttribute)",
+                cudaErrorInvalidValue};
 }
 
 }  // namespace
@@ -311,7 +316,12 @@ void launch(const void* kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t
                           std::to_string(z) + ") wrote past the end of its dynamic shared memory"};
         }
   } catch (const Fault& f) {
-    state().set_error(cudaErrorLaunchFailure, "kernel launch failed in the SIMT emulator: " + f.what);
+    state().set_error(f.code, "kernel launch failed in the SIMT emulator: " + f.what);
+#ifdef __SANITIZE_ADDRESS__
+    // The block's other fibers stopped mid-kernel: their stacks' sanitizer state starts afresh next launch.
+    for (Fiber& fib : b.fibers)
+      if (fib.stack) ASAN_UNPOISON_MEMORY_REGION(fib.stack, kStackBytes);
+#endif
   }
   g_block = outer;
 }

@@ -19,6 +19,7 @@ State& state() {
 void State::set_error(cudaError_t e, std::string text) {
   std::lock_guard<std::mutex> lock(mu_);
   last_ = e;
+  text_of_ = e;
   text_ = std::move(text);
 }
 cudaError_t State::take_error() {
@@ -33,7 +34,7 @@ cudaError_t State::peek_error() {
 }
 const char* State::text(cudaError_t e) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!text_.empty()) return text_.c_str();
+  if (e == text_of_ && !text_.empty()) return text_.c_str();
   return e == cudaSuccess ? "no error" : "error in the SIMT emulator";
 }
 
@@ -136,6 +137,8 @@ const char* cudaGetErrorName(cudaError_t e) {
       return "cudaErrorIllegalAddress";
     case cudaErrorLaunchFailure:
       return "cudaErrorLaunchFailure";
+    case cudaErrorInvalidConfiguration:
+      return "cudaErrorInvalidConfiguration";
     case cudaErrorInvalidDevice:
       return "cudaErrorInvalidDevice";
     default:

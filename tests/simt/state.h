@@ -20,7 +20,7 @@ class State {
   void set_error(cudaError_t e, std::string text);
   cudaError_t take_error();  // cudaGetLastError: returns the last error and clears it
   cudaError_t peek_error();
-  const char* text(cudaError_t e);
+  const char* text(cudaError_t e);  // the last error's own text, for that error
 
   size_t max_dynamic_shared(const void* kernel);
   void set_max_dynamic_shared(const void* kernel, size_t bytes);
@@ -35,6 +35,7 @@ class State {
  private:
   std::mutex mu_;
   cudaError_t last_ = cudaSuccess;
+  cudaError_t text_of_ = cudaSuccess;  // the error text_ describes
   std::string text_;
   std::map<const void*, size_t> shared_optin_;
   struct Block {

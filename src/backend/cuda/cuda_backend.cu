@@ -202,14 +202,14 @@ class CudaBackend final : public Backend {
   void f32_to_compute(void* dst, const float* src, size_t n) override {
     if (n == 0) return;
     const bool vec = cuda::aligned16(dst) && cuda::aligned16(src);
-    cuda::launch_kernel(f32_to_bf16_kernel, cuda::grid_for(vec ? cuda::ceil_div(n, cuda::kVec) : n, 256), 256, 0,
-                        stream_, H(dst), src, n, vec);
+    GPT_LAUNCH(f32_to_bf16_kernel, cuda::grid_for(vec ? cuda::ceil_div(n, cuda::kVec) : n, 256), 256, 0, stream_,
+               H(dst), src, n, vec);
   }
   void compute_to_f32(float* dst, const void* src, size_t n) override {
     if (n == 0) return;
     const bool vec = cuda::aligned16(dst) && cuda::aligned16(src);
-    cuda::launch_kernel(bf16_to_f32_kernel, cuda::grid_for(vec ? cuda::ceil_div(n, cuda::kVec) : n, 256), 256, 0,
-                        stream_, dst, H(src), n, vec);
+    GPT_LAUNCH(bf16_to_f32_kernel, cuda::grid_for(vec ? cuda::ceil_div(n, cuda::kVec) : n, 256), 256, 0, stream_, dst,
+               H(src), n, vec);
   }
   // The compute dtype is bf16, so these are the same conversions.
   void f32_to_bf16(void* dst, const float* src, size_t n) override { f32_to_compute(dst, src, n); }

@@ -46,7 +46,7 @@ __global__ void block_sum_kernel(float* out) {
 
 TEST(SimtExecutor, BarriersOrderSharedMemory) {
   DeviceFloats out(256);
-  launch_kernel(block_sum_kernel, 1, 256, 0, nullptr, out.p);
+  GPT_LAUNCH(block_sum_kernel, 1, 256, 0, nullptr, out.p);
   for (float v : out.host()) EXPECT_EQ(v, 256.0f * 257.0f / 2.0f);  // every thread gets 1 + ... + 256
 }
 
@@ -66,7 +66,7 @@ TEST(SimtExecutor, MissingBarrierShows) {
   DeviceFloats out(1);
   int wrong = 0;
   for (int k = 1; k <= 4; k++) {  // four consecutive launches: every schedule order once
-    launch_kernel(missing_barrier_kernel, 1, 256, 0, nullptr, out.p, static_cast<float>(k));
+    GPT_LAUNCH(missing_barrier_kernel, 1, 256, 0, nullptr, out.p, static_cast<float>(k));
     wrong += out.host()[0] != 256.0f * static_cast<float>(k);
   }
   EXPECT_GE(wrong, 1) << "in some order thread 0 must run ahead of the writers, as a GPU may";
@@ -79,7 +79,7 @@ __global__ void shuffle_kernel(float* out) {
 
 TEST(SimtExecutor, ShufflesExchangeLaneValues) {
   DeviceFloats out(64);
-  launch_kernel(shuffle_kernel, 1, 64, 0, nullptr, out.p);
+  GPT_LAUNCH(shuffle_kernel, 1, 64, 0, nullptr, out.p);
   const std::vector<float> h = out.host();
   for (int t = 0; t < 64; t++)
     EXPECT_EQ(h[t], static_cast<float>(t ^ 5) + 1000.0f * static_cast<float>((t / 32) * 32 + 3)) << t;
@@ -98,15 +98,15 @@ __global__ void shuffle_with_returned_lanes_kernel(float* out) {
 }
 
 TEST(SimtExecutor, BarriersThatCannotCompleteFailTheLaunch) {
-  const std::string divergent = launch_error([] { launch_kernel(divergent_barrier_kernel, 1, 32, 0, nullptr); });
+  const std::string divergent = launch_error([] { GPT_LAUNCH(divergent_barrier_kernel, 1, 32, 0, nullptr); });
   EXPECT_NE(divergent.find("waits at __syncthreads while its warp waits at a warp barrier"), std::string::npos)
       << divergent;
   DeviceFloats out(32);
   const std::string returned =
-      launch_error([&] { launch_kernel(shuffle_with_returned_lanes_kernel, 1, 32, 0, nullptr, out.p); });
+      launch_error([&] { GPT_LAUNCH(shuffle_with_returned_lanes_kernel, 1, 32, 0, nullptr, out.p); });
   EXPECT_NE(returned.find("which has returned"), std::string::npos) << returned;
   // The emulator recovers: the next launch runs normally.
-  launch_kernel(block_sum_kernel, 1, 32, 0, nullptr, out.p);
+  GPT_LAUNCH(block_sum_kernel, 1, 32, 0, nullptr, out.p);
   EXPECT_EQ(out.host()[31], 32.0f * 33.0f / 2.0f);
 }
 
@@ -120,26 +120,28 @@ __global__ void dynamic_shared_kernel(float* out, int n_written) {
 
 TEST(SimtExecutor, DynamicSharedMemoryStartsUndefinedAndIsFenced) {
   DeviceFloats out(1);
-  launch_kernel(dynamic_shared_kernel, 1, 32, 64 * sizeof(float), nullptr, out.p, 64);
+  GPT_LAUNCH(dynamic_shared_kernel, 1, 32, 64 * sizeof(float), nullptr, out.p, 64);
   EXPECT_TRUE(std::isnan(out.host()[0])) << "shared memory must be written before it is read";
   const std::string past =
-      launch_error([&] { launch_kernel(dynamic_shared_kernel, 1, 32, 64 * sizeof(float), nullptr, out.p, 65); });
+      launch_error([&] { GPT_LAUNCH(dynamic_shared_kernel, 1, 32, 64 * sizeof(float), nullptr, out.p, 65); });
   EXPECT_NE(past.find("wrote past the end of its dynamic shared memory"), std::string::npos) << past;
 }
 
 TEST(SimtExecutor, LaunchLimitsHold) {
   DeviceFloats out(1);
-  const std::string threads = launch_error([&] { launch_kernel(block_sum_kernel, 1, 1056, 0, nullptr, out.p); });
+  const std::string threads = launch_error([&] { GPT_LAUNCH(block_sum_kernel, 1, 1056, 0, nullptr, out.p); });
   EXPECT_NE(threads.find("at most 1024 threads"), std::string::npos) << threads;
-  const std::string grid = launch_error([&] { launch_kernel(block_sum_kernel, 0, 32, 0, nullptr, out.p); });
+  EXPECT_NE(threads.find("cudaErrorInvalidConfiguration"), std::string::npos) << threads;
+  EXPECT_NE(threads.find("test_simt_executor.cpp:"), std::string::npos) << "names the launch site: " << threads;
+  const std::string grid = launch_error([&] { GPT_LAUNCH(block_sum_kernel, 0, 32, 0, nullptr, out.p); });
   EXPECT_NE(grid.find("invalid grid"), std::string::npos) << grid;
   // Above 48 KiB of dynamic shared memory only after the kernel's opt-in.
   const size_t big = 64 << 10;
-  const std::string optin = launch_error([&] { launch_kernel(dynamic_shared_kernel, 1, 32, big, nullptr, out.p, 1); });
+  const std::string optin = launch_error([&] { GPT_LAUNCH(dynamic_shared_kernel, 1, 32, big, nullptr, out.p, 1); });
   EXPECT_NE(optin.find("cudaFuncSetAttribute"), std::string::npos) << optin;
   CUDA_CHECK(
       cudaFuncSetAttribute(dynamic_shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(big)));
-  launch_kernel(dynamic_shared_kernel, 1, 32, big, nullptr, out.p, 1);
+  GPT_LAUNCH(dynamic_shared_kernel, 1, 32, big, nullptr, out.p, 1);
 }
 
 TEST(SimtRuntime, CopiesStayInsideAllocations) {
