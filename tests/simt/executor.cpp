@@ -280,8 +280,7 @@ void warp_exchange(unsigned mask, const void* in, void* out, size_t bytes, int s
   auto& slots = g_block->slots[f.warp_events & 1][warp];
   std::memcpy(slots[lane].data(), in, bytes);
   wait_here(Wait::warp, mask);
-  if (warp * 32 + src >= static_cast<int>(g_block->fibers.size()) ||
-      warp * 32 + src >= static_cast<int>(f.place.block_dim.x * f.place.block_dim.y * f.place.block_dim.z))
+  if (warp * 32 + src >= static_cast<int>(f.place.block_dim.x * f.place.block_dim.y * f.place.block_dim.z))
     fault("shuffle from a lane the block does not have");
   std::memcpy(out, slots[src].data(), bytes);
 }

@@ -64,19 +64,27 @@ cudaError_t cudaFuncSetAttribute(void (*kernel)(P...), cudaFuncAttribute attr, i
   return cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), attr, value);
 }
 
+namespace simt {
+// The running thread's lane: its linear index in the block (x fastest) modulo the warp size.
+inline int lane() {
+  const ThreadPlace& p = here();
+  return static_cast<int>(p.thread.x + p.block_dim.x * (p.thread.y + p.block_dim.y * p.thread.z)) % 32;
+}
+}  // namespace simt
+
 inline void __syncthreads() { simt::syncthreads(); }
 inline void __syncwarp(unsigned mask = 0xffffffffu) { simt::syncwarp(mask); }
 
 template <typename T>
 T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
-  const int lane = static_cast<int>(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
+  const int lane = simt::lane();
   T out;
   simt::warp_exchange(mask, &v, &out, sizeof(T), (lane & ~(width - 1)) + (src & (width - 1)));
   return out;
 }
 template <typename T>
 T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
-  const int lane = static_cast<int>(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
+  const int lane = simt::lane();
   const int src = lane ^ lane_mask;
   T out;
   simt::warp_exchange(mask, &v, &out, sizeof(T), (src & ~(width - 1)) == (lane & ~(width - 1)) ? src : lane);
