@@ -148,7 +148,8 @@ struct LaunchSite {
   template <typename... P, typename... A>
   void operator()(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, A... args) const {
 #ifdef GPT_SIMT
-    ::simt::launch(reinterpret_cast<const void*>(kernel), grid, block, smem, stream, [=] { kernel(args...); });
+    ::simt::launch(reinterpret_cast<const void*>(kernel), grid, block, smem, stream, file, line,
+                   [=] { kernel(args...); });
 #else
     kernel<<<grid, block, smem, stream>>>(args...);
 #endif

@@ -15,7 +15,7 @@
 // (one, no workspace) records the alignment each operand may be assumed to have (A..D: the preference's;
 // bias, aux: their pointers' values, read as the real heuristic reads them; capped at 16 bytes, a kernel's
 // widest load), and cublasLtMatmul refuses a pointer less aligned, which a GPU kernel might misread instead.
-// Streams are ignored: a product is done when the call returns.
+// A product runs with its stream (streams.h), as the library's kernels do.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 
@@ -26,7 +26,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <vector>
+
+#include "tests/simt/streams.h"
 
 struct cublasLtContext {  // the handle: nothing to hold
   uint64_t magic;
@@ -324,6 +327,21 @@ void run(const Problem& p, float alpha, float beta, const void* const ptr[kOpera
   }
 }
 
+// A product queued on a stream: the problem with its own copies of the descriptors it points to.
+struct Queued {
+  Desc op;
+  Layout L[4];
+  Problem p;
+  float alpha, beta;
+  const void* ptr[kOperands];
+  Queued(const Problem& problem, float a, float b, const void* const operands[kOperands])
+      : op(*problem.op), p(problem), alpha(a), beta(b) {
+    p.op = &op;
+    for (int i = 0; i < 4; i++) L[i] = *problem.L[i], p.L[i] = &L[i];
+    std::copy(operands, operands + kOperands, ptr);
+  }
+};
+
 }  // namespace
 
 extern "C" {
@@ -440,7 +458,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t op, 
                               const void* beta, const void* C, cublasLtMatrixLayout_t Cdesc, void* D,
                               cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t* algo, void* workspace,
                               size_t workspace_bytes, cudaStream_t stream) {
-  (void)workspace, (void)workspace_bytes, (void)stream;  // the algorithm needs no workspace; runs synchronously
+  (void)workspace, (void)workspace_bytes;  // the algorithm needs no workspace
   if (!handle_ok(handle)) return fail(CUBLAS_STATUS_NOT_INITIALIZED, "cublasLtMatmul: not a live handle");
   Problem p;
   cublasStatus_t st = check(p, op, Adesc, Bdesc, Cdesc, Ddesc);
@@ -456,7 +474,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t op, 
   const void* const ptr[kOperands] = {A, B, C, D, p.op->bias, p.op->aux};
   st = check_pointers(p, chosen, ptr, b);
   if (st != CUBLAS_STATUS_SUCCESS) return st;
-  run(p, a, b, ptr);
+  // Runs with the stream; the descriptors may change or go once this returns, so the product keeps copies.
+  auto q = std::make_shared<Queued>(p, a, b, ptr);
+  if (simt::enqueue(stream, [q] { run(q->p, q->alpha, q->beta, q->ptr); }) != cudaSuccess)
+    return fail(CUBLAS_STATUS_EXECUTION_FAILED, "cublasLtMatmul on a stream that is not live");
   return CUBLAS_STATUS_SUCCESS;
 }
 

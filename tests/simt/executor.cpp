@@ -1,5 +1,6 @@
-// The SIMT emulator's executor (simt.h): a launch runs its blocks one after another; a block's threads are
-// fibers on the calling thread. Between two __syncthreads each warp in turn runs as far as it can (its lanes
+// The SIMT emulator's executor (simt.h): a launch's configuration is checked at the call, then the grid is
+// queued on its stream (streams.h). It runs its blocks one after another; a block's threads are fibers on
+// the host thread. Between two __syncthreads each warp in turn runs as far as it can (its lanes
 // in order, each up to its next barrier; a warp barrier such as __syncwarp, a shuffle or a WMMA call is
 // passed once all the warp's lanes wait there), then the next warp; once every live thread waits at
 // __syncthreads, all go on. Any other state is a barrier that would hang or misbehave on a GPU (a warp
@@ -23,6 +24,7 @@
 
 #include "tests/simt/simt.h"
 #include "tests/simt/state.h"
+#include "tests/simt/streams.h"
 
 // switch_stack(save, to): saves the callee-saved registers on the current stack, stores its pointer in *save,
 // then continues on the stack `to` (prepared by start_fibers, or saved by an earlier switch_stack).
@@ -287,16 +289,16 @@ void warp_exchange(unsigned mask, const void* in, void* out, size_t bytes, int s
 
 void fault(const char* what) { throw Fault{what}; }
 
-void launch(const void* kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-            const std::function<void()>& body) {
-  (void)stream;  // streams run in order, so running now keeps every order the code asks for
+namespace {
+
+// The grid, block after block, on this thread; a fault becomes the device's error, naming the launch site.
+void run_grid(dim3 grid, dim3 block, size_t smem, const std::string& site, const std::function<void()>& body) {
   static thread_local Block b;
   static thread_local unsigned launches = 0;  // consecutive launches of one block start at different orders
   launches++;
   Block* outer = g_block;
   g_block = &b;
   try {
-    check_config(kernel, grid, block, smem);
     b.body = &body;
     b.fault.clear();
     b.smem.assign(smem + kFenceBytes + 128, 0);
@@ -315,7 +317,7 @@ void launch(const void* kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t
                           std::to_string(z) + ") wrote past the end of its dynamic shared memory"};
         }
   } catch (const Fault& f) {
-    state().set_error(f.code, "kernel launch failed in the SIMT emulator: " + f.what);
+    state().set_error(f.code, "the kernel launched at " + site + " failed in the SIMT emulator: " + f.what);
 #ifdef __SANITIZE_ADDRESS__
     // The block's other fibers stopped mid-kernel: their stacks' sanitizer state starts afresh next launch.
     for (Fiber& fib : b.fibers)
@@ -323,6 +325,20 @@ void launch(const void* kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t
 #endif
   }
   g_block = outer;
+}
+
+}  // namespace
+
+void launch(const void* kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const char* file, int line,
+            std::function<void()> body) {
+  try {
+    check_config(kernel, grid, block, smem);
+  } catch (const Fault& f) {  // a bad configuration fails the launch call itself, as on a GPU
+    state().set_error(f.code, "kernel launch failed in the SIMT emulator: " + f.what);
+    return;
+  }
+  const std::string site = std::string(file) + ":" + std::to_string(line);
+  enqueue(stream, [=, body = std::move(body)] { run_grid(grid, block, smem, site, body); });
 }
 
 }  // namespace simt

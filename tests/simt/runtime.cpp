@@ -1,13 +1,18 @@
 // The CUDA runtime calls the project makes, on the CPU, for the SIMT emulator build (the program links this
-// instead of libcudart). One device (sm_90 limits, kDeviceBytes of memory); streams and events are tokens,
-// since every kernel and copy runs when it is issued, which keeps any order a stream or an event asks for.
-// Device memory is host memory handed out and tracked here: it starts as NaN bytes, and a copy or memset
-// must stay inside one live block, as a GPU requires.
+// instead of libcudart). One device (sm_90 limits, kDeviceBytes of memory); streams and events are queues and
+// marks in them (streams.h: work runs as late as CUDA allows). Device memory is host memory handed out and
+// tracked here: it starts as NaN bytes, and a copy or memset must stay inside one live block, as a GPU
+// requires. Copies keep CUDA's host-side rules: an async copy to or from pinned memory (cudaMallocHost)
+// runs with its stream; from pageable memory its source is staged when the call is made and copied with the
+// stream; to pageable memory the call returns once the copy is done (what CUDA does for pageable memory).
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "tests/simt/state.h"
+#include "tests/simt/streams.h"
 
 namespace simt {
 
@@ -78,13 +83,29 @@ size_t State::used() {
   std::lock_guard<std::mutex> lock(mu_);
   return used_;
 }
-bool State::inside(const void* p, size_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+bool State::within(const Blocks& blocks, const void* p, size_t bytes) {
   const char* c = static_cast<const char*>(p);
-  auto it = blocks_.upper_bound(c);
-  if (it == blocks_.begin()) return false;
+  auto it = blocks.upper_bound(c);
+  if (it == blocks.begin()) return false;
   --it;
   return c >= it->first && c + bytes <= it->first + it->second.asked;
+}
+bool State::inside(const void* p, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return within(blocks_, p, bytes);
+}
+
+void State::pin(const void* p, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pinned_[static_cast<const char*>(p)] = {bytes, bytes};
+}
+bool State::unpin(const void* p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pinned_.erase(static_cast<const char*>(p)) == 1;
+}
+bool State::pinned(const void* p, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return within(pinned_, p, bytes);
 }
 
 }  // namespace simt
@@ -97,7 +118,7 @@ cudaError_t fail(cudaError_t e, const std::string& what) {
 }
 
 // Host memory for the host side of a copy: anything that is not device memory.
-cudaError_t check_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+cudaError_t validate_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   if (bytes == 0) return cudaSuccess;
   if (!dst || !src) return fail(cudaErrorInvalidValue, "cudaMemcpy with a null pointer");
   const bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
@@ -111,15 +132,11 @@ cudaError_t check_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
   if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice &&
       kind != cudaMemcpyHostToHost)
     return fail(cudaErrorInvalidMemcpyDirection, "cudaMemcpy kind not emulated");
-  std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
 
-cudaError_t token(void** out) {
-  if (!out) return fail(cudaErrorInvalidValue, "null handle pointer");
-  *out = new char(0);
-  return cudaSuccess;
-}
+// What a synchronising call returns: its own failure, or an error a kernel that ran left (sticky, as on a GPU).
+cudaError_t after_sync(cudaError_t e) { return e != cudaSuccess ? e : simt::state().peek_error(); }
 
 }  // namespace
 
@@ -158,7 +175,10 @@ cudaError_t cudaGetDevice(int* device) {
   *device = 0;
   return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize() {
+  simt::device_synchronize();
+  return simt::state().peek_error();
+}
 
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
   if (device != 0) return fail(cudaErrorInvalidDevice, "device " + std::to_string(device));
@@ -215,6 +235,7 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
   return e == cudaSuccess ? e : fail(e, "cudaMalloc of " + std::to_string(bytes) + " bytes");
 }
 cudaError_t cudaFree(void* p) {
+  simt::device_synchronize();  // as on a GPU: cudaFree waits for the device, so no queued work outlives p
   const cudaError_t e = simt::state().free(p);
   return e == cudaSuccess ? e : fail(e, "cudaFree of a pointer cudaMalloc did not return");
 }
@@ -222,9 +243,14 @@ cudaError_t cudaMallocHost(void** p, size_t bytes) {
   if (posix_memalign(p, 256, bytes) != 0)
     return fail(cudaErrorMemoryAllocation, "cudaMallocHost of " + std::to_string(bytes) + " bytes");
   std::memset(*p, 0xFF, bytes);
+  simt::state().pin(*p, bytes);
   return cudaSuccess;
 }
 cudaError_t cudaFreeHost(void* p) {
+  simt::device_synchronize();
+  if (!p) return cudaSuccess;
+  if (!simt::state().unpin(p))
+    return fail(cudaErrorInvalidValue, "cudaFreeHost of a pointer cudaMallocHost did not return");
   std::free(p);
   return cudaSuccess;
 }
@@ -235,48 +261,54 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
-  return check_copy(dst, src, bytes, kind);
+  const cudaError_t e = validate_copy(dst, src, bytes, kind);
+  if (e != cudaSuccess || bytes == 0) return e;
+  return after_sync(simt::enqueue(nullptr, [=] { std::memmove(dst, src, bytes); }));  // the legacy stream
 }
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
-  return check_copy(dst, src, bytes, kind);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s) {
+  const cudaError_t e = validate_copy(dst, src, bytes, kind);
+  if (e != cudaSuccess || bytes == 0) return e;
+  const bool host_src = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyHostToHost;
+  const bool host_dst = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToHost;
+  if (host_dst && !simt::state().pinned(dst, bytes)) {  // to pageable memory: done when the call returns
+    const cudaError_t sync = simt::stream_synchronize(s);
+    if (sync != cudaSuccess) return sync;
+    std::memmove(dst, src, bytes);
+    return cudaSuccess;
+  }
+  if (host_src && !simt::state().pinned(src, bytes)) {  // from pageable memory: staged now, copied later
+    auto staged =
+        std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
+    return simt::enqueue(s, [=] { std::memcpy(dst, staged->data(), bytes); });
+  }
+  return simt::enqueue(s, [=] { std::memmove(dst, src, bytes); });
 }
-cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s) {
   if (bytes == 0) return cudaSuccess;
   if (!simt::state().inside(p, bytes))
     return fail(cudaErrorIllegalAddress,
                 "cudaMemset of " + std::to_string(bytes) + " bytes outside any device allocation");
-  std::memset(p, value, bytes);
-  return cudaSuccess;
+  return simt::enqueue(s, [=] { std::memset(p, value, bytes); });
 }
 cudaError_t cudaMemset(void* p, int value, size_t bytes) { return cudaMemsetAsync(p, value, bytes, nullptr); }
 
-cudaError_t cudaStreamCreate(cudaStream_t* s) { return token(reinterpret_cast<void**>(s)); }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int) { return token(reinterpret_cast<void**>(s)); }
-cudaError_t cudaStreamDestroy(cudaStream_t s) {
-  delete reinterpret_cast<char*>(s);
-  return cudaSuccess;
+cudaError_t cudaStreamCreate(cudaStream_t* s) { return simt::stream_create(s, true); }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
+  return simt::stream_create(s, !(flags & cudaStreamNonBlocking));
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return simt::state().peek_error(); }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned int) {
-  return e ? cudaSuccess : fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent on a null event");
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned int flags, int) {
+  return simt::stream_create(s, !(flags & cudaStreamNonBlocking));
 }
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) { return token(reinterpret_cast<void**>(e)); }
-cudaError_t cudaEventCreate(cudaEvent_t* e) { return token(reinterpret_cast<void**>(e)); }
-cudaError_t cudaEventDestroy(cudaEvent_t e) {
-  delete reinterpret_cast<char*>(e);
-  return cudaSuccess;
-}
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
-  return e ? cudaSuccess : fail(cudaErrorInvalidResourceHandle, "cudaEventRecord on a null event");
-}
-cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-  return e ? cudaSuccess : fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize on a null event");
-}
+cudaError_t cudaStreamDestroy(cudaStream_t s) { return simt::stream_destroy(s); }
+cudaError_t cudaStreamSynchronize(cudaStream_t s) { return after_sync(simt::stream_synchronize(s)); }
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) { return simt::stream_wait_event(s, e); }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) { return simt::event_create(e); }
+cudaError_t cudaEventCreate(cudaEvent_t* e) { return simt::event_create(e); }
+cudaError_t cudaEventDestroy(cudaEvent_t e) { return simt::event_destroy(e); }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { return simt::event_record(e, s); }
+cudaError_t cudaEventSynchronize(cudaEvent_t e) { return after_sync(simt::event_synchronize(e)); }
 cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
   if (least) *least = 0;
   if (greatest) *greatest = -5;
   return cudaSuccess;
-}
-cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned int, int) {
-  return token(reinterpret_cast<void**>(s));
 }

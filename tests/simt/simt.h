@@ -13,8 +13,10 @@
 // 16x16x16 bf16 tiles (wmma.h) and the fp32 intrinsics with explicit rounding. The schedule (executor.cpp)
 // runs each warp as far as it can before the next: a missing __syncthreads between warps that write and read
 // shared memory then reads stale or NaN data, every time.
-// What is not: timing, the memory model beyond that one schedule (a race another interleaving would expose
-// can pass), the tensor cores' accumulation order, and cuDNN and NCCL (the emulator build has neither).
+// Streams and events (streams.h) queue the work: it runs when something needs it, or early in the phase
+// that makes its stream eager. What is not emulated: timing, the memory model beyond those schedules (a
+// race another interleaving would expose can pass), the tensor cores' accumulation order, and cuDNN and
+// NCCL (the emulator build has neither).
 #pragma once
 #define __shared__ static thread_local
 #define __launch_bounds__(...)
@@ -37,11 +39,13 @@ struct ThreadPlace {
 };
 const ThreadPlace& here();
 
-// Runs body once per thread of every block of the grid (blocks one after another, each block's threads as
-// fibers). A fault (a bad configuration, a barrier that cannot complete, a fenced write) stops the launch and
-// is what cudaGetLastError then returns, with its text in cudaGetErrorString.
-void launch(const void* kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-            const std::function<void()>& body);
+// Queues the grid on `stream` (streams.h), to run body once per thread of every block (blocks one after
+// another, each block's threads as fibers). A bad configuration fails the launch at once; a fault while it
+// runs (a barrier that cannot complete, a fenced write) stops the grid and becomes the device's error, as a
+// GPU's kernel fault does: returned by the next synchronising call or cudaGetLastError, its text (naming the
+// launch site file:line) in cudaGetErrorString.
+void launch(const void* kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const char* file,
+            int line, std::function<void()> body);
 void* dynamic_shared();
 void syncthreads();
 void syncwarp(unsigned mask);

@@ -32,6 +32,11 @@ class State {
   // Whether [p, p + bytes) lies inside the bytes one live block was asked for.
   bool inside(const void* p, size_t bytes);
 
+  // Pinned host memory (cudaMallocHost): async copies to and from it run with their stream.
+  void pin(const void* p, size_t bytes);
+  bool unpin(const void* p);  // false: p is not the start of a pinned block
+  bool pinned(const void* p, size_t bytes);  // [p, p + bytes) inside one pinned block
+
  private:
   std::mutex mu_;
   cudaError_t last_ = cudaSuccess;
@@ -41,7 +46,10 @@ class State {
   struct Block {
     size_t asked, rounded;
   };
-  std::map<const char*, Block> blocks_;  // by start
+  using Blocks = std::map<const char*, Block>;  // by start
+  static bool within(const Blocks& blocks, const void* p, size_t bytes);
+  Blocks blocks_;
+  Blocks pinned_;  // pinned host blocks
   size_t used_ = 0;
 };
 State& state();

@@ -1,10 +1,11 @@
 // The whole program on the emulated GPU (gpt_simt, --device cuda): training with each attention path the
 // emulator has, its memory plan against the CUDA backend's ledger to the byte (the check the GPU run makes,
 // here on the same backend code and the same ledger), a resumed run that goes on where the checkpoint left
-// off, and sampling through the key/value cache.
+// off, sampling through the key/value cache, and offload under every stream schedule.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -39,9 +40,9 @@ TEST(SimtCli, TrainsOnTheEmulatedGpuWithThePlannedMemory) {
   const std::string d = shakespeare_byte_dir(), dir = scratch_dir();
   for (const std::string attention : {"simple", "fused"}) {
     const std::string m = dir + "/metrics_" + attention + ".jsonl";
-    const CliResult r = run_gpt("train " + kModel + kBatch + "--steps 3 --sample-tokens 0 --train '" +
-                                d + "/train_*.bin' --device cuda --attention " + attention + " --metrics " + m +
-                                " --out " + dir + "/run_" + attention);
+    const CliResult r = run_gpt("train " + kModel + kBatch + "--steps 3 --sample-tokens 0 --train '" + d +
+                                "/train_*.bin' --device cuda --attention " + attention + " --metrics " + m + " --out " +
+                                dir + "/run_" + attention);
     ASSERT_EQ(r.code, 0) << r.out;
     const std::vector<JValue> rows = metrics(m);
     ASSERT_EQ(rows.size(), 3u) << read_log(m);
@@ -69,6 +70,34 @@ TEST(SimtCli, ResumesAndSamplesOnTheEmulatedGpu) {
                                    "--prompt ROMEO: --seed 3");
   ASSERT_EQ(sample.code, 0) << sample.out;
   EXPECT_NE(sample.out.find("ROMEO:"), std::string::npos) << sample.out;
+}
+
+// Offload's copies run on their own stream, ordered against compute by events only. Under the emulator's
+// phased streams (tests/simt/streams.h) each stream runs ahead of the other in some phase, so a missing wait
+// changes what a kernel or the host reads; GPT_SIMT_STREAMS=issue runs all work in call order instead. The
+// models the two schedules write must be the same bytes, for each offload mode. Offloading the parameters or
+// only the optimizer runs the same host AdamW on the same gradients, so those two models agree as well.
+TEST(SimtCli, OffloadTrainsTheSameModelUnderEveryStreamSchedule) {
+  const std::string d = shakespeare_byte_dir(), dir = scratch_dir();
+  auto model = [&](const std::string& offload, const char* schedule) {
+    const std::string out = dir + "/" + offload + "_" + schedule;
+    setenv("GPT_SIMT_STREAMS", schedule, 1);
+    const CliResult r = run_gpt("train " + kModel + kBatch + "--steps 4 --sample-tokens 0 --train '" + d +
+                                "/train_*.bin' --device cuda --attention fused --offload " + offload + " --out " + out);
+    unsetenv("GPT_SIMT_STREAMS");
+    EXPECT_EQ(r.code, 0) << r.out;
+    const std::string bytes = read_log(out + "/model.bin");
+    EXPECT_GT(bytes.size(), 0u) << offload << " " << schedule;
+    return bytes;
+  };
+  std::string host_adamw;
+  for (const std::string offload : {"none", "params", "optimizer"}) {
+    const std::string phased = model(offload, "phases");
+    EXPECT_TRUE(phased == model(offload, "issue")) << "--offload " << offload << ": the schedule changed the model";
+    if (offload == "none") continue;
+    if (host_adamw.empty()) host_adamw = phased;
+    EXPECT_TRUE(phased == host_adamw) << "--offload " << offload << " differs from --offload params";
+  }
 }
 
 }  // namespace

@@ -10,33 +10,10 @@
 #include <vector>
 
 #include "kernels/cuda/common.cuh"
+#include "tests/simt/test/simt_test.h"
 
 namespace gpt::cuda {
 namespace {
-
-// The launch's error text, or "" when it succeeded.
-template <typename Launch>
-std::string launch_error(Launch&& launch) {
-  try {
-    launch();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-// One float per thread, freed at the end of the test.
-struct DeviceFloats {
-  float* p = nullptr;
-  size_t n;
-  explicit DeviceFloats(size_t count) : n(count) { CUDA_CHECK(cudaMalloc(&p, n * sizeof(float))); }
-  ~DeviceFloats() { cudaFree(p); }
-  std::vector<float> host() const {
-    std::vector<float> h(n);
-    CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(float), cudaMemcpyDeviceToHost));
-    return h;
-  }
-};
 
 __global__ void block_sum_kernel(float* out) {
   __shared__ float s[32];

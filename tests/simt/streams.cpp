@@ -1,0 +1,236 @@
+// See streams.h: each created stream is a queue of work items and waits; an event is the point of a queue
+// its last record marked. Running a queue up to a point runs, first, the queues its waits name up to theirs.
+// Waits cannot form a cycle: a wait names a point that was already queued when the wait was.
+#include "tests/simt/streams.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/simt/state.h"
+
+namespace simt {
+namespace {
+
+struct Queue;
+struct Item {
+  Work work;                        // what runs; empty for a wait:
+  std::shared_ptr<Queue> wait_for;  // run this queue first
+  uint64_t wait_until = 0;          // up to its first wait_until items
+};
+struct Queue {
+  bool blocking = true;  // the legacy default stream waits for it (cudaStreamNonBlocking clears it)
+  uint64_t created = 0;  // creation order, for the order a device-wide finish takes
+  std::deque<Item> items;
+  uint64_t issued = 0, done = 0;  // items queued and items run
+};
+// An event: the queue and point of its last record (no queue: nothing to wait for).
+struct Mark {
+  std::shared_ptr<Queue> queue;
+  uint64_t until = 0;
+};
+
+struct Registry {
+  std::recursive_mutex mu;
+  std::map<cudaStream_t, std::shared_ptr<Queue>> streams;
+  std::map<cudaEvent_t, Mark> events;
+  uint64_t created = 0;
+  unsigned finishes = 0;  // device-wide finishes so far: their parity picks the order
+  unsigned phase = 0;     // host synchronisations so far: they pick which stream, if any, runs eagerly
+};
+Registry& reg() {
+  static Registry r;
+  return r;
+}
+
+cudaError_t bad_handle(const char* what) {
+  state().set_error(cudaErrorInvalidResourceHandle, std::string("SIMT emulator: ") + what);
+  return cudaErrorInvalidResourceHandle;
+}
+
+void run_until(Queue& q, uint64_t until) {
+  while (q.done < until) {
+    Item item = std::move(q.items.front());
+    q.items.pop_front();
+    if (item.work)
+      item.work();
+    else
+      run_until(*item.wait_for, item.wait_until);
+    q.done++;
+  }
+}
+
+// Every stream's queued work (only the blocking streams' for the legacy default stream), stream after
+// stream, first created first or last created first on alternate calls.
+void finish(bool blocking_only) {
+  Registry& r = reg();
+  std::vector<std::shared_ptr<Queue>> qs;
+  for (auto& [handle, q] : r.streams)
+    if (q->blocking || !blocking_only) qs.push_back(q);
+  std::sort(qs.begin(), qs.end(), [](const auto& a, const auto& b) { return a->created < b->created; });
+  if (r.finishes++ & 1) std::reverse(qs.begin(), qs.end());
+  for (auto& q : qs) run_until(*q, q->issued);
+}
+
+// GPT_SIMT_STREAMS=issue: every stream's work runs when it is queued, in the order the calls were made (a
+// schedule right by construction, for comparing a run's results with the phased one's); unset or "phases":
+// the phases of streams.h.
+bool issue_order() {
+  static const bool on = [] {
+    const char* v = std::getenv("GPT_SIMT_STREAMS");
+    if (!v || std::strcmp(v, "phases") == 0) return false;
+    if (std::strcmp(v, "issue") == 0) return true;
+    std::fprintf(stderr, "error: GPT_SIMT_STREAMS=%s: expected issue or phases\n", v);
+    std::exit(2);
+  }();
+  return on;
+}
+
+// Whether work queued on q now runs at once (pulling what it waits for) instead of when it is needed.
+// Phases cycle through: every stream lazy, then each stream in creation order eager while the rest stay lazy.
+bool eager(const Queue& q) {
+  if (issue_order()) return true;
+  Registry& r = reg();
+  const unsigned m = r.phase % static_cast<unsigned>(r.streams.size() + 1);
+  if (m == 0) return false;
+  unsigned rank = 0;  // q's place in creation order among the live streams
+  for (auto& [handle, other] : r.streams) rank += other->created < q.created;
+  return rank == m - 1;
+}
+
+// A host synchronisation ends a phase.
+void next_phase() { reg().phase++; }
+
+std::shared_ptr<Queue> find(cudaStream_t s) {
+  auto it = reg().streams.find(s);
+  return it == reg().streams.end() ? nullptr : it->second;
+}
+
+void* token() { return new char(0); }
+
+}  // namespace
+
+cudaError_t enqueue(cudaStream_t s, Work work) {
+  std::lock_guard<std::recursive_mutex> lock(reg().mu);
+  if (!s) {
+    finish(true);
+    work();
+    next_phase();
+    return cudaSuccess;
+  }
+  auto q = find(s);
+  if (!q) return bad_handle("work queued on a stream that is not live");
+  q->items.push_back(Item{std::move(work), nullptr, 0});
+  q->issued++;
+  if (eager(*q)) run_until(*q, q->issued);
+  return cudaSuccess;
+}
+
+cudaError_t stream_create(cudaStream_t* s, bool blocking) {
+  if (!s) return bad_handle("cudaStreamCreate with a null handle pointer");
+  std::lock_guard<std::recursive_mutex> lock(reg().mu);
+  auto q = std::make_shared<Queue>();
+  q->blocking = blocking;
+  q->created = reg().created++;
+  *s = static_cast<cudaStream_t>(token());
+  reg().streams[*s] = std::move(q);
+  return cudaSuccess;
+}
+
+cudaError_t stream_destroy(cudaStream_t s) {
+  std::lock_guard<std::recursive_mutex> lock(reg().mu);
+  auto q = find(s);
+  if (!q) return bad_handle("cudaStreamDestroy of a stream that is not live");
+  run_until(*q, q->issued);
+  reg().streams.erase(s);
+  delete reinterpret_cast<char*>(s);
+  return cudaSuccess;
+}
+
+cudaError_t stream_synchronize(cudaStream_t s) {
+  std::lock_guard<std::recursive_mutex> lock(reg().mu);
+  next_phase();
+  if (!s) {
+    finish(true);
+    return cudaSuccess;
+  }
+  auto q = find(s);
+  if (!q) return bad_handle("cudaStreamSynchronize of a stream that is not live");
+  run_until(*q, q->issued);
+  return cudaSuccess;
+}
+
+cudaError_t stream_wait_event(cudaStream_t s, cudaEvent_t e) {
+  std::lock_guard<std::recursive_mutex> lock(reg().mu);
+  auto it = reg().events.find(e);
+  if (it == reg().events.end()) return bad_handle("cudaStreamWaitEvent on an event that is not live");
+  const Mark m = it->second;
+  if (!s) {  // the legacy stream runs at once, so its wait is satisfied now
+    if (m.queue) run_until(*m.queue, m.until);
+    return cudaSuccess;
+  }
+  auto q = find(s);
+  if (!q) return bad_handle("cudaStreamWaitEvent on a stream that is not live");
+  if (!m.queue || m.queue->done >= m.until) return cudaSuccess;
+  q->items.push_back(Item{Work{}, m.queue, m.until});
+  q->issued++;
+  if (eager(*q)) run_until(*q, q->issued);
+  return cudaSuccess;
+}
+
+cudaError_t event_create(cudaEvent_t* e) {
+  if (!e) return bad_handle("cudaEventCreate with a null handle pointer");
+  std::lock_guard<std::recursive_mutex> lock(reg().mu);
+  *e = static_cast<cudaEvent_t>(token());
+  reg().events[*e] = Mark{};
+  return cudaSuccess;
+}
+
+cudaError_t event_destroy(cudaEvent_t e) {
+  std::lock_guard<std::recursive_mutex> lock(reg().mu);
+  if (!reg().events.erase(e)) return bad_handle("cudaEventDestroy of an event that is not live");
+  delete reinterpret_cast<char*>(e);
+  return cudaSuccess;
+}
+
+cudaError_t event_record(cudaEvent_t e, cudaStream_t s) {
+  std::lock_guard<std::recursive_mutex> lock(reg().mu);
+  auto it = reg().events.find(e);
+  if (it == reg().events.end()) return bad_handle("cudaEventRecord on an event that is not live");
+  if (!s) {  // an operation of the legacy stream: after the blocking streams' work, which then is done
+    finish(true);
+    it->second = Mark{};
+    return cudaSuccess;
+  }
+  auto q = find(s);
+  if (!q) return bad_handle("cudaEventRecord on a stream that is not live");
+  it->second = Mark{q, q->issued};
+  return cudaSuccess;
+}
+
+cudaError_t event_synchronize(cudaEvent_t e) {
+  std::lock_guard<std::recursive_mutex> lock(reg().mu);
+  auto it = reg().events.find(e);
+  if (it == reg().events.end()) return bad_handle("cudaEventSynchronize on an event that is not live");
+  const Mark m = it->second;
+  next_phase();
+  if (m.queue) run_until(*m.queue, m.until);
+  return cudaSuccess;
+}
+
+void device_synchronize() {
+  std::lock_guard<std::recursive_mutex> lock(reg().mu);
+  next_phase();
+  finish(false);
+}
+
+}  // namespace simt
