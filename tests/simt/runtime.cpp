@@ -5,6 +5,7 @@
 // requires. Copies keep CUDA's host-side rules: an async copy to or from pinned memory (cudaMallocHost)
 // runs with its stream; from pageable memory its source is staged when the call is made and copied with the
 // stream; to pageable memory the call returns once the copy is done (what CUDA does for pageable memory).
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -164,15 +165,38 @@ const char* cudaGetErrorName(cudaError_t e) {
 }
 const char* cudaGetErrorString(cudaError_t e) { return simt::state().text(e); }
 
+namespace {
+// GPT_SIMT_DEVICES=N (1..64, default 1): how many GPUs the emulated machine shows, so that N ranks under
+// mpiexec each find one of their own. Each process emulates its devices in its own memory.
+int device_count() {
+  static const int n = [] {
+    const char* v = std::getenv("GPT_SIMT_DEVICES");
+    if (!v) return 1;
+    char* end = nullptr;
+    const long k = std::strtol(v, &end, 10);
+    if (end == v || *end != '\0' || k < 1 || k > 64) {
+      std::fprintf(stderr, "error: GPT_SIMT_DEVICES=%s: expected a device count from 1 to 64\n", v);
+      std::exit(2);
+    }
+    return static_cast<int>(k);
+  }();
+  return n;
+}
+int g_device = 0;
+bool valid_device(int device) { return device >= 0 && device < device_count(); }
+}  // namespace
+
 cudaError_t cudaGetDeviceCount(int* count) {
-  *count = 1;
+  *count = device_count();
   return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int device) {
-  return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice, "device " + std::to_string(device));
+  if (!valid_device(device)) return fail(cudaErrorInvalidDevice, "device " + std::to_string(device));
+  g_device = device;
+  return cudaSuccess;
 }
 cudaError_t cudaGetDevice(int* device) {
-  *device = 0;
+  *device = g_device;
   return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize() {
@@ -181,7 +205,7 @@ cudaError_t cudaDeviceSynchronize() {
 }
 
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
-  if (device != 0) return fail(cudaErrorInvalidDevice, "device " + std::to_string(device));
+  if (!valid_device(device)) return fail(cudaErrorInvalidDevice, "device " + std::to_string(device));
   switch (attr) {
     case cudaDevAttrComputeCapabilityMajor:
       *value = 9;
@@ -207,7 +231,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
-  if (device != 0) return fail(cudaErrorInvalidDevice, "device " + std::to_string(device));
+  if (!valid_device(device)) return fail(cudaErrorInvalidDevice, "device " + std::to_string(device));
   *prop = cudaDeviceProp{};
   std::strncpy(prop->name, "SIMT emulator (CPU)", sizeof prop->name - 1);
   prop->major = 9;

@@ -15,8 +15,8 @@
 // shared memory then reads stale or NaN data, every time.
 // Streams and events (streams.h) queue the work: it runs when something needs it, or early in the phase
 // that makes its stream eager. What is not emulated: timing, the memory model beyond those schedules (a
-// race another interleaving would expose can pass), the tensor cores' accumulation order, and cuDNN and
-// NCCL (the emulator build has neither).
+// race another interleaving would expose can pass), the tensor cores' accumulation order, and cuDNN (the
+// emulator build has none; NCCL runs over MPI, nccl.cpp).
 #pragma once
 #define __shared__ static thread_local
 #define __launch_bounds__(...)
