@@ -28,9 +28,9 @@ std::vector<JValue> metrics(const std::string& path) {
   return rows;
 }
 
-// The device peak gpt memplan predicts for the run.
-double planned_peak(const std::string& attention) {
-  const CliResult r = run_gpt("memplan " + kModel + kBatch + "--device cuda --attention " + attention + " --json");
+// The device peak gpt memplan predicts for the run (`extra`: its batch, world and sharding flags).
+double planned_peak(const std::string& attention, const std::string& extra = kBatch) {
+  const CliResult r = run_gpt("memplan " + kModel + extra + "--device cuda --attention " + attention + " --json");
   EXPECT_EQ(r.code, 0) << r.out;
   const size_t brace = r.out.rfind("\n{");
   return parse_json(r.out.substr(brace == std::string::npos ? 0 : brace + 1)).at("device_peak_bytes").num;
@@ -120,7 +120,8 @@ std::string ranks_model(int n, const std::string& args, const char* schedule, co
 // phased streams and in call order, so no gather, reduce-scatter or offload copy is used before it is done
 // or overwritten while in flight; hybrid sharding runs on 4 ranks (two shard groups of 2, one shared comm
 // stream) with the parameters offloaded. grad_op differs from full only in keeping the gathered parameters
-// from the forward to the backward, so the two train the same bytes.
+// from the forward to the backward, so the two train the same bytes. Each strategy's largest rank peak on
+// the CUDA ledger is the peak `gpt memplan --world N --device cuda` predicts, to the byte.
 TEST(SimtCli, ShardedGpuRanksTrainTheSameModelUnderEveryStreamSchedule) {
 #ifndef GPT_WITH_NCCL
   GTEST_SKIP() << "this build has no MPI, so the emulated NCCL has nothing to run over";
@@ -131,10 +132,16 @@ TEST(SimtCli, ShardedGpuRanksTrainTheSameModelUnderEveryStreamSchedule) {
                             "/train_*.bin' --device cuda --attention fused ";
   std::string full;
   for (const std::string shard : {"full", "grad_op", "none"}) {
-    const std::string args = train + "-B 2 --shard " + shard;
-    const std::string phased = ranks_model(2, args, "phases", dir + "/" + shard + "_phases");
+    const std::string args = train + "-B 2 --shard " + shard, m = dir + "/" + shard + ".jsonl";
+    const std::string phased = ranks_model(2, args + " --metrics " + m, "phases", dir + "/" + shard + "_phases");
     EXPECT_TRUE(phased == ranks_model(2, args, "issue", dir + "/" + shard + "_issue"))
         << "--shard " << shard << ": the schedule changed the model";
+    const double plan = planned_peak("fused", "-B 2 -T 32 --world 2 --shard " + shard + " ");
+    const std::vector<JValue> rows = metrics(m);
+    EXPECT_EQ(rows.size(), 3u) << read_log(m);
+    for (const JValue& row : rows)
+      EXPECT_EQ(row.at("max_rank_device_peak_bytes").num, plan)
+          << "--shard " << shard << ": memplan against the ledger";
     if (shard == "full") full = phased;
     if (shard == "grad_op") {
       EXPECT_TRUE(phased == full) << "--shard grad_op differs from --shard full";
