@@ -1,0 +1,35 @@
+// Helpers for the tests that run gpt_simt (test_simt_cli.cpp, test_simt_ranks.cpp): the model they train,
+// its metrics file, and the peak gpt memplan predicts.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/common/json_lite.h"
+#include "tests/common/test_paths.h"
+
+namespace gpt::test {
+
+inline const std::string kModel = "--n-layer 2 --n-head 2 --d-model 64 --seq-len 32 --tokenizer byte ";
+inline const std::string kBatch = "-B 2 -T 32 ";
+
+// Every line of a metrics file, parsed.
+inline std::vector<JValue> metrics(const std::string& path) {
+  std::vector<JValue> rows;
+  std::istringstream in(read_log(path));
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty() && line[0] == '{') rows.push_back(parse_json(line));
+  return rows;
+}
+
+// The device peak gpt memplan predicts for the run (`extra`: its batch, world and sharding flags).
+inline double planned_peak(const std::string& attention, const std::string& extra = kBatch) {
+  const CliResult r = run_gpt("memplan " + kModel + extra + "--device cuda --attention " + attention + " --json");
+  EXPECT_EQ(r.code, 0) << r.out;
+  const size_t brace = r.out.rfind("\n{");
+  return parse_json(r.out.substr(brace == std::string::npos ? 0 : brace + 1)).at("device_peak_bytes").num;
+}
+
+}  // namespace gpt::test
