@@ -317,7 +317,7 @@ void run_grid(dim3 grid, dim3 block, size_t smem, const std::string& site, const
                           std::to_string(z) + ") wrote past the end of its dynamic shared memory"};
         }
   } catch (const Fault& f) {
-    state().set_error(f.code, "the kernel launched at " + site + " failed in the SIMT emulator: " + f.what);
+    state().set_fault(f.code, "the kernel launched at " + site + " failed in the SIMT emulator: " + f.what);
 #ifdef __SANITIZE_ADDRESS__
     // The block's other fibers stopped mid-kernel: their stacks' sanitizer state starts afresh next launch.
     for (Fiber& fib : b.fibers)

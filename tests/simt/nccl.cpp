@@ -2,22 +2,26 @@
 // on GPU ranks would otherwise first run on a multi-GPU machine; here each rank is a process with its own
 // emulated GPU, started by mpiexec as for CPU ranks, and its collectives run over MPI.
 //   - A communicator is an MPI communicator over the same ranks: ncclCommInitRank splits MPI_COMM_WORLD by
-//     the unique id (every world rank starts its communicator together, as make_nccl_communicator does),
-//     ncclCommSplit splits the parent's.
+//     the unique id, so every rank of the world must start a communicator at the same time (as
+//     make_nccl_communicator does); ncclCommSplit splits the parent's.
 //   - A collective is checked at the call and queued on its stream (streams.h), like a kernel: it runs when
-//     the stream runs, and the matching MPI call does it then (reductions summed in fp32 and rounded once
-//     to the buffer's type; avg is the sum divided by the rank count).
+//     the stream runs, and the matching MPI call does it then (sum and avg only; reductions summed in fp32
+//     and rounded once to the buffer's type; avg is the sum divided by the rank count).
 //   - A queued collective blocks its rank's host in MPI when it runs, where a GPU would run it on its own.
 //     So every blocking MPI call the program makes first runs all queued device work (mpi_hooks.cpp):
 //     ranks then meet in their collectives in program order, and no rank waits in MPI for a collective
-//     another rank has queued but not run.
+//     another rank has queued but not run. Each rank draws its own stream phases, so ranks may run their
+//     streams in different orders: collectives of two communicators queued on two streams could then meet
+//     in different orders and hang, as NCCL warns they can on GPUs; the project keeps them on one stream.
 // Without MPI every call fails with ncclInvalidUsage and says why.
 #include <cuda_bf16.h>
 #include <nccl.h>
 
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,10 +34,19 @@ namespace simt {
 bool mpi_hooks_linked();  // mpi_hooks.cpp: referenced so that a program using NCCL links the hooks
 }  // namespace simt
 
-struct ncclComm {
-  MPI_Comm mpi;
-  int rank, size;
+namespace {
+// What queued collectives hold: it outlives the handle, so a destroyed or aborted communicator's queued
+// collectives find it (and do nothing once aborted).
+struct CommState {
+  MPI_Comm mpi = MPI_COMM_NULL;
+  int rank = 0, size = 0;
   ncclResult_t async = ncclSuccess;  // an MPI failure while a queued collective ran
+  bool aborted = false;
+};
+}  // namespace
+
+struct ncclComm {
+  std::shared_ptr<CommState> s;
 };
 
 namespace {
@@ -47,18 +60,21 @@ ncclResult_t fail(ncclResult_t r, const std::string& what) {
   return r;
 }
 
+// ncclUniqueId.internal: the magic, then the creator's world rank and its count of ids made so far.
 constexpr char kIdMagic[] = "gpt-simt-nccl-id";
+struct IdBody {
+  int32_t creator, made;
+};
 
 ncclResult_t make_comm(MPI_Comm mpi, ncclComm_t* out) {
-  if (mpi == MPI_COMM_NULL) {
-    *out = nullptr;
-    return ncclSuccess;
-  }
+  *out = nullptr;
+  if (mpi == MPI_COMM_NULL) return ncclSuccess;  // a split's NCCL_SPLIT_NOCOLOR
+  auto state = std::make_shared<CommState>();
+  state->mpi = mpi;
   PMPI_Comm_set_errhandler(mpi, MPI_ERRORS_RETURN);
-  auto* c = new ncclComm{mpi, 0, 0};
-  PMPI_Comm_rank(mpi, &c->rank);
-  PMPI_Comm_size(mpi, &c->size);
-  *out = c;
+  PMPI_Comm_rank(mpi, &state->rank);
+  PMPI_Comm_size(mpi, &state->size);
+  *out = new ncclComm{std::move(state)};
   return ncclSuccess;
 }
 
@@ -78,7 +94,7 @@ size_t type_bytes(ncclDataType_t t) {
 
 // Elements of `t` as fp32 and back (bf16: rounded to nearest even, once).
 std::vector<float> to_f32(const void* p, size_t n, ncclDataType_t t) {
-  std::vector<float> v(n);
+  std::vector<float> v(n);  // (n)
   if (t == ncclFloat32) {
     std::memcpy(v.data(), p, n * 4);
   } else {
@@ -94,18 +110,25 @@ void from_f32(const std::vector<float>& v, void* p, ncclDataType_t t) {
   }
 }
 
-// Checks what every collective needs, then queues `run` on the stream; an MPI failure there becomes the
-// communicator's asynchronous error (ncclCommGetAsyncError), as a GPU's would.
+// Checks what every collective needs (`elements`: the largest count one MPI call moves; op: for reductions,
+// else nullptr), then queues `run(state)` on the stream; an MPI failure there becomes the communicator's
+// asynchronous error (ncclCommGetAsyncError), as a GPU's would.
 template <typename Run>
-ncclResult_t queue(ncclComm_t comm, ncclDataType_t t, bool reduces, cudaStream_t stream, const char* what, Run run) {
-  if (!comm) return fail(ncclInvalidArgument, std::string(what) + " on a null communicator");
-  if (type_bytes(t) == 0 || (reduces && t != ncclFloat32 && t != ncclBfloat16))
-    return fail(ncclInvalidArgument, std::string(what) + ": data type " + std::to_string(t) + " not emulated");
-  const cudaError_t e = simt::enqueue(stream, [comm, run] {
-    if (run() != MPI_SUCCESS) comm->async = ncclSystemError;
+ncclResult_t queue(ncclComm_t comm, ncclDataType_t t, const ncclRedOp_t* op, size_t elements, cudaStream_t stream,
+                   const char* what, Run run) {
+  const std::string name = what;
+  if (!comm) return fail(ncclInvalidArgument, name + " on a null communicator");
+  if (type_bytes(t) == 0 || (op && t != ncclFloat32 && t != ncclBfloat16))
+    return fail(ncclInvalidArgument, name + ": data type " + std::to_string(t) + " not emulated");
+  if (op && *op != ncclSum && *op != ncclAvg)
+    return fail(ncclInvalidArgument, name + ": reduction op " + std::to_string(*op) + " not emulated (sum, avg)");
+  if (elements * type_bytes(t) > static_cast<size_t>(INT_MAX))
+    return fail(ncclInvalidArgument, name + ": " + std::to_string(elements) + " elements exceed one MPI call");
+  std::shared_ptr<CommState> state = comm->s;
+  const cudaError_t e = simt::enqueue(stream, [state, run] {
+    if (!state->aborted && run(*state) != MPI_SUCCESS) state->async = ncclSystemError;
   });
-  return e == cudaSuccess ? ncclSuccess
-                          : fail(ncclInvalidArgument, std::string(what) + " on a stream that is not live");
+  return e == cudaSuccess ? ncclSuccess : fail(ncclInvalidArgument, name + " on a stream that is not live");
 }
 
 }  // namespace
@@ -128,60 +151,74 @@ const char* ncclGetLastError(ncclComm_t) { return last_error().c_str(); }
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   if (!id) return fail(ncclInvalidArgument, "ncclGetUniqueId: null id");
+  static int32_t made = 0;
+  IdBody body{0, ++made};
+  PMPI_Comm_rank(MPI_COMM_WORLD, &body.creator);
   std::memset(id, 0, sizeof(*id));
   std::memcpy(id->internal, kIdMagic, sizeof(kIdMagic));
-  static int32_t made = 0;
-  made++;
-  std::memcpy(id->internal + sizeof(kIdMagic), &made, sizeof(made));
+  std::memcpy(id->internal + sizeof(kIdMagic), &body, sizeof(body));
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
-  if (!comm || !simt::mpi_hooks_linked()) return fail(ncclInvalidArgument, "ncclCommInitRank: null communicator");
+  if (!simt::mpi_hooks_linked()) return fail(ncclInternalError, "the MPI hooks are not linked");
+  if (!comm) return fail(ncclInvalidArgument, "ncclCommInitRank: null communicator pointer");
   if (std::memcmp(id.internal, kIdMagic, sizeof(kIdMagic)) != 0)
     return fail(ncclInvalidArgument, "ncclCommInitRank: the id did not come from ncclGetUniqueId");
-  int32_t made = 0;
-  std::memcpy(&made, id.internal + sizeof(kIdMagic), sizeof(made));
+  IdBody body;
+  std::memcpy(&body, id.internal + sizeof(kIdMagic), sizeof(body));
+  const int color = static_cast<int>((static_cast<uint32_t>(body.creator) * 65599u + body.made) & 0x7fffffffu);
+  simt::device_synchronize();  // as before any blocking MPI call
   MPI_Comm mpi = MPI_COMM_NULL;
-  if (PMPI_Comm_split(MPI_COMM_WORLD, made, rank, &mpi) != MPI_SUCCESS)
+  if (PMPI_Comm_split(MPI_COMM_WORLD, color, rank, &mpi) != MPI_SUCCESS)
     return fail(ncclSystemError, "ncclCommInitRank: MPI_Comm_split of MPI_COMM_WORLD failed");
   const ncclResult_t r = make_comm(mpi, comm);
   if (r != ncclSuccess) return r;
-  if ((*comm)->size != nranks || (*comm)->rank != rank)
-    return fail(ncclInvalidUsage, "ncclCommInitRank: rank " + std::to_string(rank) + " of " + std::to_string(nranks) +
-                                      " asked for, but the MPI world gives rank " + std::to_string((*comm)->rank) +
-                                      " of " + std::to_string((*comm)->size));
-  return ncclSuccess;
+  const CommState& s = *(*comm)->s;
+  if (s.size == nranks && s.rank == rank) return ncclSuccess;
+  const std::string what = "ncclCommInitRank: rank " + std::to_string(rank) + " of " + std::to_string(nranks) +
+                           " asked for, but the ranks that share the id are " + std::to_string(s.size) +
+                           " and this is rank " + std::to_string(s.rank);
+  delete *comm;
+  *comm = nullptr;
+  return fail(ncclInvalidUsage, what);
 }
 
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t*) {
   if (!comm || !newcomm) return fail(ncclInvalidArgument, "ncclCommSplit: null communicator");
+  simt::device_synchronize();  // as before any blocking MPI call
   MPI_Comm mpi = MPI_COMM_NULL;
-  if (PMPI_Comm_split(comm->mpi, color < 0 ? MPI_UNDEFINED : color, key, &mpi) != MPI_SUCCESS)
+  if (PMPI_Comm_split(comm->s->mpi, color < 0 ? MPI_UNDEFINED : color, key, &mpi) != MPI_SUCCESS)
     return fail(ncclSystemError, "ncclCommSplit: MPI_Comm_split failed");
   return make_comm(mpi, newcomm);
 }
 
-// The MPI communicator stays until MPI_Finalize: freeing it is collective, and ranks destroy their
-// communicators at different moments.
+// Destroy runs the communicator's queued collectives first (they need their peers, as on a GPU); Abort
+// turns them into nothing. The MPI communicator stays until MPI_Finalize: freeing it is collective, and
+// ranks destroy their communicators at different moments.
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  simt::device_synchronize();
   delete comm;
   return ncclSuccess;
 }
-ncclResult_t ncclCommAbort(ncclComm_t comm) { return ncclCommDestroy(comm); }
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (comm) comm->s->aborted = true;
+  delete comm;
+  return ncclSuccess;
+}
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
   if (!comm || !state) return fail(ncclInvalidArgument, "ncclCommGetAsyncError: null argument");
-  *state = comm->async;
+  *state = comm->s->async;
   return ncclSuccess;
 }
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
   if (!comm || !rank) return fail(ncclInvalidArgument, "ncclCommUserRank: null argument");
-  *rank = comm->rank;
+  *rank = comm->s->rank;
   return ncclSuccess;
 }
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
   if (!comm || !count) return fail(ncclInvalidArgument, "ncclCommCount: null argument");
-  *count = comm->size;
+  *count = comm->s->size;
   return ncclSuccess;
 }
 
@@ -189,22 +226,22 @@ ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t t, ncclComm_t comm,
                            cudaStream_t stream) {
   const int bytes = static_cast<int>(count * type_bytes(t));
-  return queue(comm, t, false, stream, "ncclAllGather", [=] {
-    const bool in_place = send == static_cast<const char*>(recv) + static_cast<size_t>(comm->rank) * bytes;
-    return PMPI_Allgather(in_place ? MPI_IN_PLACE : send, bytes, MPI_BYTE, recv, bytes, MPI_BYTE, comm->mpi);
+  return queue(comm, t, nullptr, count, stream, "ncclAllGather", [=](const CommState& c) {
+    const bool in_place = send == static_cast<const char*>(recv) + static_cast<size_t>(c.rank) * bytes;
+    return PMPI_Allgather(in_place ? MPI_IN_PLACE : send, bytes, MPI_BYTE, recv, bytes, MPI_BYTE, c.mpi);
   });
 }
 
 // recv (count) = the reduction over ranks of send[rank*count, (rank+1)*count); send is (size*count).
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op,
                                ncclComm_t comm, cudaStream_t stream) {
-  return queue(comm, t, true, stream, "ncclReduceScatter", [=] {
-    const std::vector<float> in = to_f32(send, count * comm->size, t);  // a copy: send may hold recv
-    std::vector<float> out(count);
-    const int rc =
-        PMPI_Reduce_scatter_block(in.data(), out.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm->mpi);
+  const size_t all = comm ? count * comm->s->size : 0;
+  return queue(comm, t, &op, all, stream, "ncclReduceScatter", [=](const CommState& c) {
+    const std::vector<float> in = to_f32(send, all, t);  // (size*count) a copy: send may hold recv
+    std::vector<float> out(count);                       // (count)
+    const int rc = PMPI_Reduce_scatter_block(in.data(), out.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, c.mpi);
     if (op == ncclAvg)
-      for (float& x : out) x /= static_cast<float>(comm->size);
+      for (float& x : out) x /= static_cast<float>(c.size);
     from_f32(out, recv, t);
     return rc;
   });
@@ -213,11 +250,11 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclD
 // recv (count) = the reduction over ranks of send (count).
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
-  return queue(comm, t, true, stream, "ncclAllReduce", [=] {
-    std::vector<float> v = to_f32(send, count, t);
-    const int rc = PMPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm->mpi);
+  return queue(comm, t, &op, count, stream, "ncclAllReduce", [=](const CommState& c) {
+    std::vector<float> v = to_f32(send, count, t);  // (count)
+    const int rc = PMPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, c.mpi);
     if (op == ncclAvg)
-      for (float& x : v) x /= static_cast<float>(comm->size);
+      for (float& x : v) x /= static_cast<float>(c.size);
     from_f32(v, recv, t);
     return rc;
   });
@@ -226,12 +263,12 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
 // recv (count) = root's send (count).
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t t, int root, ncclComm_t comm,
                            cudaStream_t stream) {
-  if (comm && (root < 0 || root >= comm->size))
+  if (comm && (root < 0 || root >= comm->s->size))
     return fail(ncclInvalidArgument, "ncclBroadcast: root " + std::to_string(root) + " is not a rank");
   const size_t bytes = count * type_bytes(t);
-  return queue(comm, t, false, stream, "ncclBroadcast", [=] {
-    if (comm->rank == root && send != recv) std::memmove(recv, send, bytes);
-    return PMPI_Bcast(recv, static_cast<int>(bytes), MPI_BYTE, root, comm->mpi);
+  return queue(comm, t, nullptr, count, stream, "ncclBroadcast", [=](const CommState& c) {
+    if (c.rank == root && send != recv) std::memmove(recv, send, bytes);
+    return PMPI_Bcast(recv, static_cast<int>(bytes), MPI_BYTE, root, c.mpi);
   });
 }
 

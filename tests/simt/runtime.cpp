@@ -28,11 +28,20 @@ void State::set_error(cudaError_t e, std::string text) {
   text_of_ = e;
   text_ = std::move(text);
 }
+void State::set_fault(cudaError_t e, std::string text) {
+  set_error(e, std::move(text));
+  std::lock_guard<std::mutex> lock(mu_);
+  fault_ = e;
+}
 cudaError_t State::take_error() {
   std::lock_guard<std::mutex> lock(mu_);
   const cudaError_t e = last_;
-  last_ = cudaSuccess;
+  last_ = fault_ = cudaSuccess;
   return e;
+}
+cudaError_t State::fault() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fault_;
 }
 cudaError_t State::peek_error() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -136,8 +145,8 @@ cudaError_t validate_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKi
   return cudaSuccess;
 }
 
-// What a synchronising call returns: its own failure, or an error a kernel that ran left (sticky, as on a GPU).
-cudaError_t after_sync(cudaError_t e) { return e != cudaSuccess ? e : simt::state().peek_error(); }
+// What a synchronising call returns: its own failure, or the fault of device work that ran (State::set_fault).
+cudaError_t after_sync(cudaError_t e) { return e != cudaSuccess ? e : simt::state().fault(); }
 
 }  // namespace
 
@@ -201,7 +210,7 @@ cudaError_t cudaGetDevice(int* device) {
 }
 cudaError_t cudaDeviceSynchronize() {
   simt::device_synchronize();
-  return simt::state().peek_error();
+  return after_sync(cudaSuccess);
 }
 
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
@@ -261,7 +270,7 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
 cudaError_t cudaFree(void* p) {
   simt::device_synchronize();  // as on a GPU: cudaFree waits for the device, so no queued work outlives p
   const cudaError_t e = simt::state().free(p);
-  return e == cudaSuccess ? e : fail(e, "cudaFree of a pointer cudaMalloc did not return");
+  return e == cudaSuccess ? after_sync(e) : fail(e, "cudaFree of a pointer cudaMalloc did not return");
 }
 cudaError_t cudaMallocHost(void** p, size_t bytes) {
   if (posix_memalign(p, 256, bytes) != 0)
@@ -292,16 +301,15 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s) {
   const cudaError_t e = validate_copy(dst, src, bytes, kind);
   if (e != cudaSuccess || bytes == 0) return e;
-  const bool host_src = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyHostToHost;
-  const bool host_dst = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToHost;
-  if (host_dst && !simt::state().pinned(dst, bytes)) {  // to pageable memory: done when the call returns
-    const cudaError_t sync = simt::stream_synchronize(s);
+  // Host to host, or to pageable memory: done when the call returns.
+  if (kind == cudaMemcpyHostToHost || (kind == cudaMemcpyDeviceToHost && !simt::state().pinned(dst, bytes))) {
+    const cudaError_t sync = after_sync(simt::stream_synchronize(s));
     if (sync != cudaSuccess) return sync;
     std::memmove(dst, src, bytes);
     return cudaSuccess;
   }
-  if (host_src && !simt::state().pinned(src, bytes)) {  // from pageable memory: staged now, copied later
-    auto staged =
+  if (kind == cudaMemcpyHostToDevice && !simt::state().pinned(src, bytes)) {  // staged now, copied later
+    auto staged =  // (bytes) the pageable source as it was at the call
         std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
     return simt::enqueue(s, [=] { std::memcpy(dst, staged->data(), bytes); });
   }

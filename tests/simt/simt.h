@@ -44,8 +44,8 @@ const ThreadPlace& here();
 // runs (a barrier that cannot complete, a fenced write) stops the grid and becomes the device's error, as a
 // GPU's kernel fault does: returned by the next synchronising call or cudaGetLastError, its text (naming the
 // launch site file:line) in cudaGetErrorString.
-void launch(const void* kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const char* file,
-            int line, std::function<void()> body);
+void launch(const void* kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const char* file, int line,
+            std::function<void()> body);
 void* dynamic_shared();
 void syncthreads();
 void syncwarp(unsigned mask);

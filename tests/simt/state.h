@@ -18,8 +18,12 @@ constexpr size_t kAllocRounding = 512;             // what cudaMalloc rounds a b
 class State {
  public:
   void set_error(cudaError_t e, std::string text);
-  cudaError_t take_error();  // cudaGetLastError: returns the last error and clears it
+  // A fault of running device work (a kernel's): the last error, and also what every synchronising call
+  // returns until cudaGetLastError takes it (a GPU's faults stay for good; here a test may go on after one).
+  void set_fault(cudaError_t e, std::string text);
+  cudaError_t take_error();  // cudaGetLastError: returns the last error and clears it (and the fault)
   cudaError_t peek_error();
+  cudaError_t fault();
   const char* text(cudaError_t e);  // the last error's own text, for that error
 
   size_t max_dynamic_shared(const void* kernel);
@@ -34,12 +38,13 @@ class State {
 
   // Pinned host memory (cudaMallocHost): async copies to and from it run with their stream.
   void pin(const void* p, size_t bytes);
-  bool unpin(const void* p);  // false: p is not the start of a pinned block
+  bool unpin(const void* p);                 // false: p is not the start of a pinned block
   bool pinned(const void* p, size_t bytes);  // [p, p + bytes) inside one pinned block
 
  private:
   std::mutex mu_;
   cudaError_t last_ = cudaSuccess;
+  cudaError_t fault_ = cudaSuccess;
   cudaError_t text_of_ = cudaSuccess;  // the error text_ describes
   std::string text_;
   std::map<const void*, size_t> shared_optin_;

@@ -32,6 +32,7 @@ struct Queue {
   uint64_t created = 0;  // creation order, for the order a device-wide finish takes
   std::deque<Item> items;
   uint64_t issued = 0, done = 0;  // items queued and items run
+  bool running = false;           // inside run_until: its own work must not synchronise it
 };
 // An event: the queue and point of its last record (no queue: nothing to wait for).
 struct Mark {
@@ -39,13 +40,30 @@ struct Mark {
   uint64_t until = 0;
 };
 
+constexpr int kIssue = -2, kRotate = -1;  // schedules besides a pinned phase k >= 0
+
+// GPT_SIMT_STREAMS (see streams.h): kIssue, kRotate, or the pinned phase.
+int schedule_from_env() {
+  const char* v = std::getenv("GPT_SIMT_STREAMS");
+  if (!v || std::strcmp(v, "phases") == 0) return kRotate;
+  if (std::strcmp(v, "issue") == 0) return kIssue;
+  if (std::strcmp(v, "lazy") == 0) return 0;
+  char* end = nullptr;
+  const long k = std::strncmp(v, "eager:", 6) == 0 ? std::strtol(v + 6, &end, 10) : 0;
+  if (end && end != v + 6 && *end == '\0' && k >= 1 && k <= 64) return static_cast<int>(k);
+  std::fprintf(stderr, "error: GPT_SIMT_STREAMS=%s: expected phases, issue, lazy or eager:K (K from 1 to 64)\n", v);
+  std::exit(2);
+}
+
 struct Registry {
   std::recursive_mutex mu;
   std::map<cudaStream_t, std::shared_ptr<Queue>> streams;
   std::map<cudaEvent_t, Mark> events;
   uint64_t created = 0;
-  unsigned finishes = 0;  // device-wide finishes so far: their parity picks the order
-  unsigned phase = 0;     // host synchronisations so far: they pick which stream, if any, runs eagerly
+  uintptr_t handles = 0;               // handles handed out: each one new, never a destroyed one's
+  unsigned finishes = 0;               // device-wide finishes so far: their parity picks the order
+  uint64_t syncs = 0;                  // host synchronisations so far: they pick the phase
+  int schedule = schedule_from_env();  // kIssue, kRotate or a pinned phase
 };
 Registry& reg() {
   static Registry r;
@@ -57,15 +75,26 @@ cudaError_t bad_handle(const char* what) {
   return cudaErrorInvalidResourceHandle;
 }
 
+// Runs q's items until `until` have run. An item that throws still counts as run; an item that would
+// synchronise its own stream (it would wait for itself: a hang on a GPU) stops the program.
 void run_until(Queue& q, uint64_t until) {
+  if (q.running && q.done < until) {
+    std::fprintf(stderr, "SIMT emulator: work on a stream waits for that same stream's later work\n");
+    std::abort();
+  }
+  struct Running {
+    Queue& q;
+    explicit Running(Queue& queue) : q(queue) { q.running = true; }
+    ~Running() { q.running = false; }
+  } running(q);
   while (q.done < until) {
     Item item = std::move(q.items.front());
     q.items.pop_front();
+    q.done++;  // counted first, so that a throwing item leaves the queue consistent
     if (item.work)
       item.work();
     else
       run_until(*item.wait_for, item.wait_until);
-    q.done++;
   }
 }
 
@@ -81,26 +110,25 @@ void finish(bool blocking_only) {
   for (auto& q : qs) run_until(*q, q->issued);
 }
 
-// GPT_SIMT_STREAMS=issue: every stream's work runs when it is queued, in the order the calls were made (a
-// schedule right by construction, for comparing a run's results with the phased one's); unset or "phases":
-// the phases of streams.h.
-bool issue_order() {
-  static const bool on = [] {
-    const char* v = std::getenv("GPT_SIMT_STREAMS");
-    if (!v || std::strcmp(v, "phases") == 0) return false;
-    if (std::strcmp(v, "issue") == 0) return true;
-    std::fprintf(stderr, "error: GPT_SIMT_STREAMS=%s: expected issue or phases\n", v);
-    std::exit(2);
-  }();
-  return on;
+// The phase now: pinned, or after the n-th host synchronisation a hash of n (splitmix64's finaliser) modulo
+// the live streams + 1, so that no pattern of synchronisations in a program (a training step's) lines up
+// with the phases and meets every step in the same one.
+unsigned phase_now() {
+  Registry& r = reg();
+  const uint64_t phases = r.streams.size() + 1;
+  if (r.schedule >= 0) return static_cast<unsigned>(r.schedule);
+  uint64_t x = r.syncs + 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return static_cast<unsigned>((x ^ (x >> 31)) % phases);
 }
 
-// Whether work queued on q now runs at once (pulling what it waits for) instead of when it is needed.
-// Phases cycle through: every stream lazy, then each stream in creation order eager while the rest stay lazy.
+// Whether work queued on q now runs at once (pulling what it waits for) instead of when it is needed:
+// always in issue order; in phase k >= 1 for the k-th stream in creation order among the live ones.
 bool eager(const Queue& q) {
-  if (issue_order()) return true;
   Registry& r = reg();
-  const unsigned m = r.phase % static_cast<unsigned>(r.streams.size() + 1);
+  if (r.schedule == kIssue) return true;
+  const unsigned m = phase_now();
   if (m == 0) return false;
   unsigned rank = 0;  // q's place in creation order among the live streams
   for (auto& [handle, other] : r.streams) rank += other->created < q.created;
@@ -108,14 +136,15 @@ bool eager(const Queue& q) {
 }
 
 // A host synchronisation ends a phase.
-void next_phase() { reg().phase++; }
+void next_phase() { reg().syncs++; }
 
 std::shared_ptr<Queue> find(cudaStream_t s) {
   auto it = reg().streams.find(s);
   return it == reg().streams.end() ? nullptr : it->second;
 }
 
-void* token() { return new char(0); }
+// A new handle value (never dereferenced; never one a destroyed stream or event had).
+void* token() { return reinterpret_cast<void*>((uintptr_t{0x51D7} << 32) + 16 * ++reg().handles); }
 
 }  // namespace
 
@@ -152,7 +181,6 @@ cudaError_t stream_destroy(cudaStream_t s) {
   if (!q) return bad_handle("cudaStreamDestroy of a stream that is not live");
   run_until(*q, q->issued);
   reg().streams.erase(s);
-  delete reinterpret_cast<char*>(s);
   return cudaSuccess;
 }
 
@@ -198,7 +226,6 @@ cudaError_t event_create(cudaEvent_t* e) {
 cudaError_t event_destroy(cudaEvent_t e) {
   std::lock_guard<std::recursive_mutex> lock(reg().mu);
   if (!reg().events.erase(e)) return bad_handle("cudaEventDestroy of an event that is not live");
-  delete reinterpret_cast<char*>(e);
   return cudaSuccess;
 }
 
@@ -231,6 +258,11 @@ void device_synchronize() {
   std::lock_guard<std::recursive_mutex> lock(reg().mu);
   next_phase();
   finish(false);
+}
+
+void pin_phase(int k) {
+  std::lock_guard<std::recursive_mutex> lock(reg().mu);
+  reg().schedule = k >= 0 ? k : kRotate;
 }
 
 }  // namespace simt

@@ -9,13 +9,16 @@
 //     own work at once (CUDA's implicit synchronisation; non-blocking streams are not waited for);
 //   - cudaDeviceSynchronize, cudaFree and cudaFreeHost finish every stream, in an order that alternates
 //     between calls (first created first, then last created first).
-// Or at once: the time between two host synchronisations is a phase, and phases cycle through "every stream
-// lazy" and "stream k runs its work as soon as it is queued, the others lazy" for each live stream k. So
-// both sides of a hazard get their turn to run first: with the compute stream eager and the copy stream lazy,
-// a kernel that does not wait for its upload reads stale data; with everything lazy, a host that reads a
+// Or at once: the time between two host synchronisations is a phase. Phase 0 runs every stream lazily;
+// phase k >= 1 runs the k-th live stream (in creation order) as soon as its work is queued, the others
+// lazily. So each side of a hazard can run first: with the compute stream eager and the copy stream lazy, a
+// kernel that does not wait for its upload reads stale data; with everything lazy, a host that reads a
 // pinned result without waiting reads the old bytes.
-// GPT_SIMT_STREAMS=issue instead runs all work when it is queued, in call order: a schedule that is right by
-// construction, so a run's results under the phases can be compared with it bit for bit.
+// GPT_SIMT_STREAMS picks the schedule: "phases" (the default) draws each phase from a hash of the count of
+// host synchronisations, so no pattern in a program's synchronisations meets the same phase every time;
+// "lazy" and "eager:K" pin phase 0 or K for the whole run, so a test can run each in turn; "issue" runs all
+// work when it is queued, in call order: a schedule that is right by construction, so a run's results under
+// the others can be compared with it bit for bit.
 // One host thread drives the emulated device; the queues are guarded for safety, not for concurrency.
 #pragma once
 #include <cuda_runtime.h>
@@ -38,5 +41,7 @@ cudaError_t event_destroy(cudaEvent_t e);
 cudaError_t event_record(cudaEvent_t e, cudaStream_t s);
 cudaError_t event_synchronize(cudaEvent_t e);  // runs the recorded stream up to the record
 void device_synchronize();                     // runs every stream's queued work
+// Pins phase k (k < 0: back to the drawn phases), for the emulator's own tests.
+void pin_phase(int k);
 
 }  // namespace simt

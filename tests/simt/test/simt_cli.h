@@ -24,6 +24,15 @@ inline std::vector<JValue> metrics(const std::string& path) {
   return rows;
 }
 
+// The stream schedules (GPT_SIMT_STREAMS, tests/simt/streams.h) a run's result must not depend on, for a
+// program with `streams` streams: the drawn phases, all lazy, and each stream eager in turn. Each is compared
+// with "issue" (call order).
+inline std::vector<std::string> schedules(int streams) {
+  std::vector<std::string> s = {"phases", "lazy"};
+  for (int k = 1; k <= streams; k++) s.push_back("eager:" + std::to_string(k));
+  return s;
+}
+
 // The device peak gpt memplan predicts for the run (`extra`: its batch, world and sharding flags).
 inline double planned_peak(const std::string& attention, const std::string& extra = kBatch) {
   const CliResult r = run_gpt("memplan " + kModel + extra + "--device cuda --attention " + attention + " --json");

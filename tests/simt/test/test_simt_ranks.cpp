@@ -1,8 +1,10 @@
 // GPU ranks on the emulated machine: gpt_simt under mpiexec, each rank with an emulated GPU of its own
 // (GPT_SIMT_DEVICES), the NCCL communicator emulated over MPI (tests/simt/nccl.cpp) and the FSDP engine on
 // the cuda backend, with the collectives on their own stream and the offload copies on theirs. A model that
-// is the same bytes under the phased streams (tests/simt/streams.h) and in call order (GPT_SIMT_STREAMS=
-// issue) used no gather, reduce-scatter or copy before it was done, and overwrote none in flight.
+// is the same bytes under every stream schedule of the emulator (tests/simt/streams.h: each of the compute,
+// copy and comm streams running ahead of the others, all lazy, and the drawn phases) as in call order
+// (GPT_SIMT_STREAMS=issue) used no gather, reduce-scatter or copy before it was done, and overwrote none in
+// flight.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -37,20 +39,31 @@ std::string ranks_model(int n, const std::string& args, const char* schedule, co
   return bytes;
 }
 
-// Skips unless the build runs NCCL over MPI and mpiexec is here.
+// Skips unless the build has the NCCL communicator (emulated over MPI here) and mpiexec is here.
 #ifdef GPT_WITH_NCCL
 #define SKIP_WITHOUT_RANKS() \
   if (run_command("command -v mpiexec") != 0) GTEST_SKIP() << "mpiexec not installed"
 #else
-#define SKIP_WITHOUT_RANKS() GTEST_SKIP() << "this build has no MPI, so the emulated NCCL has nothing to run over"
+#define SKIP_WITHOUT_RANKS() GTEST_SKIP() << "this build has no NCCL communicator (it needs NCCL and MPI)"
 #endif
+
+// Whether `args` on n ranks trains the same model bytes under every schedule as in call order (the comm
+// stream is the third: compute and copy come with the backend); returns those bytes. `reference_flags` go
+// to the call-order run only (a metrics file).
+std::string expect_schedule_free(int n, const std::string& args, const std::string& out,
+                                 const std::string& reference_flags = "") {
+  const std::string reference = ranks_model(n, args + reference_flags, "issue", out + "_issue");
+  for (const std::string& schedule : schedules(3))
+    EXPECT_TRUE(ranks_model(n, args, schedule.c_str(), out + "_" + schedule) == reference) << args << ": " << schedule;
+  return reference;
+}
 
 std::string train_args() {
   return "train " + kModel + "-T 32 --sample-tokens 0 --train '" + shakespeare_byte_dir() +
          "/train_*.bin' --device cuda --attention fused ";
 }
 
-// Each strategy on 2 ranks: the same model under both schedules, and each step's largest rank peak on the
+// Each strategy on 2 ranks: the same model under every schedule, and each step's largest rank peak on the
 // CUDA ledger is the peak `gpt memplan --world 2 --device cuda` predicts, to the byte. grad_op differs from
 // full only in keeping the gathered parameters from the forward to the backward: the same bytes.
 TEST(SimtRanks, EveryStrategyTrainsTheSameModelUnderEveryStreamSchedule) {
@@ -59,22 +72,20 @@ TEST(SimtRanks, EveryStrategyTrainsTheSameModelUnderEveryStreamSchedule) {
   std::string full;
   for (const std::string shard : {"full", "grad_op", "none"}) {
     const std::string args = train_args() + "--steps 3 -B 2 --shard " + shard, m = dir + "/" + shard + ".jsonl";
-    const std::string phased = ranks_model(2, args + " --metrics " + m, "phases", dir + "/" + shard + "_phases");
-    EXPECT_TRUE(phased == ranks_model(2, args, "issue", dir + "/" + shard + "_issue"))
-        << "--shard " << shard << ": the schedule changed the model";
+    const std::string model = expect_schedule_free(2, args, dir + "/" + shard, " --metrics " + m);
     const double plan = planned_peak("fused", "-B 2 -T 32 --world 2 --shard " + shard + " ");
     const std::vector<JValue> rows = metrics(m);
     EXPECT_EQ(rows.size(), 3u) << read_log(m);
     for (const JValue& row : rows)
       EXPECT_EQ(row.at("max_rank_device_peak_bytes").num, plan) << "--shard " << shard << ": memplan vs ledger";
-    if (shard == "full") full = phased;
+    if (shard == "full") full = model;
     if (shard == "grad_op") {
-      EXPECT_TRUE(phased == full) << "--shard grad_op differs from --shard full";
+      EXPECT_TRUE(model == full) << "--shard grad_op differs from --shard full";
     }
   }
 }
 
-// The levers on GPU ranks, each the same model under both schedules: gradient accumulation with and without
+// The levers on GPU ranks, each the same model under every schedule: gradient accumulation with and without
 // --no-sync, bf16 reduction, selective recompute with the optimizer offloaded, and hybrid sharding on 4 ranks
 // (two shard groups of 2 on one shared comm stream) with the parameters offloaded.
 TEST(SimtRanks, LeversTrainTheSameModelUnderEveryStreamSchedule) {
@@ -90,10 +101,7 @@ TEST(SimtRanks, LeversTrainTheSameModelUnderEveryStreamSchedule) {
                {4, "-B 1 --shard hybrid --shard-group 2 --offload params"}};
   int k = 0;
   for (const auto& c : cases) {
-    const std::string args = train_args() + "--steps 3 " + c.flags, out = dir + "/" + std::to_string(k++);
-    EXPECT_TRUE(ranks_model(c.ranks, args, "phases", out + "_phases") ==
-                ranks_model(c.ranks, args, "issue", out + "_issue"))
-        << c.flags << ": the schedule changed the model";
+    expect_schedule_free(c.ranks, train_args() + "--steps 3 " + c.flags, dir + "/" + std::to_string(k++));
   }
 }
 

@@ -1,22 +1,28 @@
 // The SIMT emulator's streams (tests/simt/streams.h), each rule shown on small kernels and copies: queued
 // work runs when something needs it, events order two streams, a missing wait shows, the legacy default stream
 // waits for blocking streams only, copies keep CUDA's pageable-memory rules, and a queued kernel's fault names
-// its launch site at the call that meets it. The phase changes at each host synchronisation and cycles with
-// the number of live streams plus one, so each test runs rounds whose count of synchronisations is coprime
-// with that cycle: every phase meets every round's critical point.
+// its launch site at the call that meets it. Each test pins each phase in turn (simt::pin_phase) and states
+// what that phase must show: phase 0 runs every stream lazily, phase k the k-th stream the test created
+// eagerly.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/common.cuh"
+#include "tests/simt/streams.h"
 #include "tests/simt/test/simt_test.h"
 
 namespace gpt::cuda {
 namespace {
 
 constexpr size_t kN = 256;
-constexpr int kRounds = 6;
+
+// Phase k for the scope (then back to the drawn phases).
+struct PinPhase {
+  explicit PinPhase(int k) { simt::pin_phase(k); }
+  ~PinPhase() { simt::pin_phase(-1); }
+};
 
 __global__ void fill_kernel(float* p, size_t n, float v) {
   const size_t i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -40,68 +46,69 @@ struct PinnedFloats {
   }
 };
 
-// One stream, one synchronisation per round: a pinned result is there after cudaStreamSynchronize, and before
-// it the host may see it or not (both happen, as on a GPU).
+// A pinned result is there after cudaStreamSynchronize; before it, the host sees it only when the stream ran
+// ahead (phase 1), never when it is lazy (phase 0).
 TEST(SimtStreams, QueuedWorkRunsByTheSynchronisation) {
   Stream s;
   DeviceFloats d(kN);
   PinnedFloats h;
-  int early = 0, late = 0;
-  for (int r = 1; r <= kRounds; r++) {
+  for (int phase = 0; phase <= 1; phase++) {
+    PinPhase pin(phase);
+    const float v = static_cast<float>(phase + 1);
     for (size_t i = 0; i < kN; i++) h.p[i] = -1.0f;
-    fill(d.p, static_cast<float>(r), s.s);
+    fill(d.p, v, s.s);
     CUDA_CHECK(cudaMemcpyAsync(h.p, d.p, kN * sizeof(float), cudaMemcpyDeviceToHost, s.s));
-    (h.all(static_cast<float>(r)) ? early : late)++;
+    EXPECT_EQ(h.all(v), phase == 1) << "phase " << phase << ", before the synchronisation";
     CUDA_CHECK(cudaStreamSynchronize(s.s));
-    EXPECT_TRUE(h.all(static_cast<float>(r))) << "round " << r;
+    EXPECT_TRUE(h.all(v)) << "phase " << phase;
   }
-  EXPECT_GE(late, 1) << "some round must leave the copy for the synchronisation, as a GPU may";
-  EXPECT_GE(early, 1) << "some round must run the stream ahead of the host";
 }
 
-// Stream b copies what stream a writes; two synchronisations per round (b, then a), two live streams.
-int rounds_with_stale_copies(bool wait) {
+// Stream b (created second) copies what stream a (first) writes; returns the phases whose copy was stale.
+std::vector<int> phases_with_stale_copies(bool wait) {
   Stream a, b;
   DeviceFloats x(kN), y(kN);
   PinnedFloats h;
   cudaEvent_t written;
   CUDA_CHECK(cudaEventCreateWithFlags(&written, cudaEventDisableTiming));
-  int stale = 0;
-  for (int r = 1; r <= kRounds; r++) {
-    fill(x.p, static_cast<float>(r), a.s);
+  std::vector<int> stale;
+  for (int phase = 0; phase <= 2; phase++) {
+    PinPhase pin(phase);
+    const float v = static_cast<float>(phase + 1);
+    fill(x.p, v, a.s);
     CUDA_CHECK(cudaEventRecord(written, a.s));
     if (wait) CUDA_CHECK(cudaStreamWaitEvent(b.s, written, 0));
     CUDA_CHECK(cudaMemcpyAsync(y.p, x.p, kN * sizeof(float), cudaMemcpyDeviceToDevice, b.s));
     CUDA_CHECK(cudaMemcpyAsync(h.p, y.p, kN * sizeof(float), cudaMemcpyDeviceToHost, b.s));
     CUDA_CHECK(cudaStreamSynchronize(b.s));
-    stale += !h.all(static_cast<float>(r));
+    if (!h.all(v)) stale.push_back(phase);
     CUDA_CHECK(cudaStreamSynchronize(a.s));
   }
   CUDA_CHECK(cudaEventDestroy(written));
   return stale;
 }
 
-TEST(SimtStreams, EventsOrderTwoStreams) { EXPECT_EQ(rounds_with_stale_copies(true), 0); }
+TEST(SimtStreams, EventsOrderTwoStreams) { EXPECT_EQ(phases_with_stale_copies(true), std::vector<int>{}); }
 
-TEST(SimtStreams, MissingEventWaitShows) {
-  EXPECT_GE(rounds_with_stale_copies(false), 1) << "without the wait, b must copy before a writes in some round";
-}
+// Without the wait, b copies before a writes when a is lazy: everything lazy (b's synchronisation runs b
+// only) and b eager; with a eager the write happens to come first.
+TEST(SimtStreams, MissingEventWaitShows) { EXPECT_EQ(phases_with_stale_copies(false), (std::vector<int>{0, 2})); }
 
-// cudaMemcpy runs on the legacy default stream: after the blocking stream's work, not the non-blocking one's.
-// Two synchronisations per round (the two cudaMemcpy), two live streams.
+// cudaMemcpy runs on the legacy default stream: after the blocking stream's work, not the non-blocking one's,
+// which is done only when it ran ahead (phase 2).
 TEST(SimtStreams, LegacyStreamWaitsForBlockingStreamsOnly) {
   Stream blocking, nonblocking(cudaStreamNonBlocking);
   DeviceFloats x(kN), z(kN);
-  int stale = 0;
-  for (int r = 1; r <= kRounds; r++) {
-    fill(x.p, static_cast<float>(r), blocking.s);
-    fill(z.p, static_cast<float>(r), nonblocking.s);
-    EXPECT_EQ(x.host(), std::vector<float>(kN, static_cast<float>(r))) << "round " << r;
-    stale += z.host() != std::vector<float>(kN, static_cast<float>(r));
+  for (int phase = 0; phase <= 2; phase++) {
+    PinPhase pin(phase);
+    const std::vector<float> v(kN, static_cast<float>(phase + 1));
+    fill(x.p, v[0], blocking.s);
+    fill(z.p, v[0], nonblocking.s);
+    EXPECT_EQ(x.host(), v) << "phase " << phase;
+    EXPECT_EQ(z.host() == v, phase == 2) << "phase " << phase;
+    CUDA_CHECK(cudaStreamSynchronize(nonblocking.s));
+    EXPECT_EQ(z.host(), v) << "phase " << phase;
   }
-  EXPECT_GE(stale, 1) << "the non-blocking stream's work must not be waited for";
-  CUDA_CHECK(cudaDeviceSynchronize());
-  EXPECT_EQ(z.host(), std::vector<float>(kN, static_cast<float>(kRounds)));
 }
 
 // From pageable memory the source is read at the call (the host may reuse it at once); to pageable memory the
@@ -109,12 +116,13 @@ TEST(SimtStreams, LegacyStreamWaitsForBlockingStreamsOnly) {
 TEST(SimtStreams, PageableCopiesKeepCudasHostRules) {
   Stream s;
   DeviceFloats d(kN);
-  for (int r = 1; r <= kRounds; r++) {
-    std::vector<float> src(kN, static_cast<float>(r)), dst(kN, -1.0f);
+  for (int phase = 0; phase <= 1; phase++) {
+    PinPhase pin(phase);
+    std::vector<float> src(kN, static_cast<float>(phase + 1)), dst(kN, -1.0f);  // (kN) each
     CUDA_CHECK(cudaMemcpyAsync(d.p, src.data(), kN * sizeof(float), cudaMemcpyHostToDevice, s.s));
     src.assign(kN, 0.0f);
     CUDA_CHECK(cudaMemcpyAsync(dst.data(), d.p, kN * sizeof(float), cudaMemcpyDeviceToHost, s.s));
-    EXPECT_EQ(dst, std::vector<float>(kN, static_cast<float>(r))) << "round " << r;
+    EXPECT_EQ(dst, std::vector<float>(kN, static_cast<float>(phase + 1))) << "phase " << phase;
   }
 }
 
@@ -126,15 +134,14 @@ __global__ void divergent_barrier_kernel() {
   }
 }
 
-// A fault while the queued kernel runs is met by the launch (its stream ran at once) or by the next
-// synchronisation; either way the text names the kernel's launch site, and later work runs normally. A round
-// met at the launch has three synchronisations and one met at the synchronisation four, so with one stream
-// (two phases) a round of the first kind is followed by one of the second: in three rounds there is one.
+// A fault while the queued kernel runs is met by the launch when its stream runs ahead (phase 1), else by the
+// next synchronisation; either way the text names the kernel's launch site, the fault stays until
+// cudaGetLastError takes it, and later work runs normally.
 TEST(SimtStreams, QueuedKernelFaultsNameTheirLaunchSite) {
   Stream s;
   DeviceFloats out(kN);
-  int at_sync = 0;
-  for (int r = 1; r <= 3; r++) {
+  for (int phase = 0; phase <= 1; phase++) {
+    PinPhase pin(phase);
     int line = 0;
     const std::string text = launch_error([&] {
       line = __LINE__ + 1;
@@ -144,14 +151,27 @@ TEST(SimtStreams, QueuedKernelFaultsNameTheirLaunchSite) {
     EXPECT_NE(text.find("the kernel launched at " + std::string(__FILE__) + ":" + std::to_string(line)),
               std::string::npos)
         << text;
-    at_sync += text.find("in cudaStreamSynchronize") != std::string::npos;
-    (void)cudaStreamSynchronize(s.s);  // a fault met at a synchronisation stays until it is taken
+    EXPECT_EQ(text.find("in cudaStreamSynchronize") != std::string::npos, phase == 0) << text;
+    if (phase == 0) {
+      EXPECT_EQ(cudaStreamSynchronize(s.s), cudaErrorLaunchFailure) << "the fault stays";
+    }
     (void)cudaGetLastError();
-    fill(out.p, static_cast<float>(r), s.s);
+    EXPECT_EQ(cudaStreamSynchronize(s.s), cudaSuccess) << "taken";
+    fill(out.p, static_cast<float>(phase + 1), s.s);
     CUDA_CHECK(cudaStreamSynchronize(s.s));
-    EXPECT_EQ(out.host(), std::vector<float>(kN, static_cast<float>(r)));
+    EXPECT_EQ(out.host(), std::vector<float>(kN, static_cast<float>(phase + 1)));
   }
-  EXPECT_GE(at_sync, 1) << "some round must queue the kernel and meet its fault at the synchronisation";
+}
+
+// An error of a call that runs nothing on the device (a bad argument) is that call's alone: a later
+// synchronisation does not return it.
+TEST(SimtStreams, OnlyDeviceFaultsReachSynchronisations) {
+  Stream s;
+  int value = 0;
+  EXPECT_EQ(cudaDeviceGetAttribute(&value, cudaDevAttrComputeCapabilityMajor, 99), cudaErrorInvalidDevice);
+  EXPECT_EQ(cudaStreamSynchronize(s.s), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidDevice) << "cudaGetLastError still reports it";
 }
 
 TEST(SimtStreams, StreamsAndEventsMustBeLive) {
@@ -161,6 +181,10 @@ TEST(SimtStreams, StreamsAndEventsMustBeLive) {
   CUDA_CHECK(cudaEventCreate(&e));
   CUDA_CHECK(cudaStreamDestroy(s));
   CUDA_CHECK(cudaEventDestroy(e));
+  cudaStream_t next;  // a new stream never takes a destroyed one's handle
+  CUDA_CHECK(cudaStreamCreate(&next));
+  EXPECT_NE(next, s);
+  CUDA_CHECK(cudaStreamDestroy(next));
   DeviceFloats d(kN);
   EXPECT_EQ(cudaMemsetAsync(d.p, 0, kN * sizeof(float), s), cudaErrorInvalidResourceHandle);
   EXPECT_EQ(cudaStreamSynchronize(s), cudaErrorInvalidResourceHandle);
