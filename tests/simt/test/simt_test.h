@@ -5,19 +5,11 @@
 
 #include "src/core/check.h"
 #include "src/core/cuda_check.h"
+#include "tests/common/error_of.h"
 
 namespace gpt::cuda {
 
-// The error text of what `launch` does (a launch, a synchronisation), or "" when it succeeded.
-template <typename Launch>
-std::string launch_error(Launch&& launch) {
-  try {
-    launch();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;  // the error text of what a launch or a synchronisation does
 
 // `count` floats of device memory, freed at the end of the test.
 struct DeviceFloats {

@@ -75,12 +75,12 @@ __global__ void shuffle_with_returned_lanes_kernel(float* out) {
 }
 
 TEST(SimtExecutor, BarriersThatCannotCompleteFailTheLaunch) {
-  const std::string divergent = launch_error([] { GPT_LAUNCH(divergent_barrier_kernel, 1, 32, 0, nullptr); });
+  const std::string divergent = error_of([] { GPT_LAUNCH(divergent_barrier_kernel, 1, 32, 0, nullptr); });
   EXPECT_NE(divergent.find("waits at __syncthreads while its warp waits at a warp barrier"), std::string::npos)
       << divergent;
   DeviceFloats out(32);
   const std::string returned =
-      launch_error([&] { GPT_LAUNCH(shuffle_with_returned_lanes_kernel, 1, 32, 0, nullptr, out.p); });
+      error_of([&] { GPT_LAUNCH(shuffle_with_returned_lanes_kernel, 1, 32, 0, nullptr, out.p); });
   EXPECT_NE(returned.find("which has returned"), std::string::npos) << returned;
   // The emulator recovers: the next launch runs normally.
   GPT_LAUNCH(block_sum_kernel, 1, 32, 0, nullptr, out.p);
@@ -100,21 +100,21 @@ TEST(SimtExecutor, DynamicSharedMemoryStartsUndefinedAndIsFenced) {
   GPT_LAUNCH(dynamic_shared_kernel, 1, 32, 64 * sizeof(float), nullptr, out.p, 64);
   EXPECT_TRUE(std::isnan(out.host()[0])) << "shared memory must be written before it is read";
   const std::string past =
-      launch_error([&] { GPT_LAUNCH(dynamic_shared_kernel, 1, 32, 64 * sizeof(float), nullptr, out.p, 65); });
+      error_of([&] { GPT_LAUNCH(dynamic_shared_kernel, 1, 32, 64 * sizeof(float), nullptr, out.p, 65); });
   EXPECT_NE(past.find("wrote past the end of its dynamic shared memory"), std::string::npos) << past;
 }
 
 TEST(SimtExecutor, LaunchLimitsHold) {
   DeviceFloats out(1);
-  const std::string threads = launch_error([&] { GPT_LAUNCH(block_sum_kernel, 1, 1056, 0, nullptr, out.p); });
+  const std::string threads = error_of([&] { GPT_LAUNCH(block_sum_kernel, 1, 1056, 0, nullptr, out.p); });
   EXPECT_NE(threads.find("at most 1024 threads"), std::string::npos) << threads;
   EXPECT_NE(threads.find("cudaErrorInvalidConfiguration"), std::string::npos) << threads;
   EXPECT_NE(threads.find("test_simt_executor.cpp:"), std::string::npos) << "names the launch site: " << threads;
-  const std::string grid = launch_error([&] { GPT_LAUNCH(block_sum_kernel, 0, 32, 0, nullptr, out.p); });
+  const std::string grid = error_of([&] { GPT_LAUNCH(block_sum_kernel, 0, 32, 0, nullptr, out.p); });
   EXPECT_NE(grid.find("invalid grid"), std::string::npos) << grid;
   // Above 48 KiB of dynamic shared memory only after the kernel's opt-in.
   const size_t big = 64 << 10;
-  const std::string optin = launch_error([&] { GPT_LAUNCH(dynamic_shared_kernel, 1, 32, big, nullptr, out.p, 1); });
+  const std::string optin = error_of([&] { GPT_LAUNCH(dynamic_shared_kernel, 1, 32, big, nullptr, out.p, 1); });
   EXPECT_NE(optin.find("cudaFuncSetAttribute"), std::string::npos) << optin;
   CUDA_CHECK(
       cudaFuncSetAttribute(dynamic_shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(big)));

@@ -143,7 +143,7 @@ TEST(SimtStreams, QueuedKernelFaultsNameTheirLaunchSite) {
   for (int phase = 0; phase <= 1; phase++) {
     PinPhase pin(phase);
     int line = 0;
-    const std::string text = launch_error([&] {
+    const std::string text = error_of([&] {
       line = __LINE__ + 1;
       GPT_LAUNCH(divergent_barrier_kernel, 1, 32, 0, s.s);
       CUDA_CHECK(cudaStreamSynchronize(s.s));
