@@ -13,8 +13,9 @@ namespace gpt::test {
 namespace {
 
 // Several rounds, each with new values (stale data from an earlier round must not pass): on a GPU the
-// streams race differently each time; under the SIMT emulator (tests/simt/streams.h) each round falls in a
-// different phase, so the compute stream runs ahead of the copy stream in some round and behind it in another.
+// streams race differently each time; under the SIMT emulator (tests/simt/streams.h) each round ends with a
+// host synchronisation, so each runs in a newly drawn phase (which stream, if any, runs ahead). Every pinned
+// phase is run on the same copies by SimtCli.OffloadTrainsTheSameModelUnderEveryStreamSchedule.
 void round_trip_through_compute(Backend& be) {
   const size_t n = size_t{1} << 20;  // 4 MiB: long enough that an unordered copy would read stale data
   float* host_in = static_cast<float*>(be.alloc_host(n * 4, MemCat::host_offload));   // (n) pinned

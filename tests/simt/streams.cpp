@@ -143,6 +143,13 @@ std::shared_ptr<Queue> find(cudaStream_t s) {
   return it == reg().streams.end() ? nullptr : it->second;
 }
 
+// Queues an item on q; it runs at once when q is eager now.
+void push(Queue& q, Item item) {
+  q.items.push_back(std::move(item));
+  q.issued++;
+  if (eager(q)) run_until(q, q.issued);
+}
+
 // A new handle value (never dereferenced; never one a destroyed stream or event had).
 void* token() { return reinterpret_cast<void*>((uintptr_t{0x51D7} << 32) + 16 * ++reg().handles); }
 
@@ -158,9 +165,7 @@ cudaError_t enqueue(cudaStream_t s, Work work) {
   }
   auto q = find(s);
   if (!q) return bad_handle("work queued on a stream that is not live");
-  q->items.push_back(Item{std::move(work), nullptr, 0});
-  q->issued++;
-  if (eager(*q)) run_until(*q, q->issued);
+  push(*q, Item{std::move(work), nullptr, 0});
   return cudaSuccess;
 }
 
@@ -209,9 +214,7 @@ cudaError_t stream_wait_event(cudaStream_t s, cudaEvent_t e) {
   auto q = find(s);
   if (!q) return bad_handle("cudaStreamWaitEvent on a stream that is not live");
   if (!m.queue || m.queue->done >= m.until) return cudaSuccess;
-  q->items.push_back(Item{Work{}, m.queue, m.until});
-  q->issued++;
-  if (eager(*q)) run_until(*q, q->issued);
+  push(*q, Item{Work{}, m.queue, m.until});
   return cudaSuccess;
 }
 
