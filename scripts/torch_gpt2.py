@@ -2,7 +2,7 @@
 learning-rate schedule and data order. Shared by scripts/bench_pytorch.py (speed) and
 scripts/gpu_correctness.py (losses against `gpt train`), so both train the same model.
 
-The model is GPT-2 exactly as `gpt` has it (README "The model"): learned token and position embeddings,
+The model is GPT-2 exactly as `gpt` has it (docs/model.md): learned token and position embeddings,
 pre-LayerNorm blocks (eps 1e-5), causal attention with scale 1/sqrt(hs), an MLP of 4C with tanh-GELU, a
 final LayerNorm, the LM head tied to wte, biases everywhere, the vocabulary padded to Vp (a multiple of 128)
 with the padded logits left out of the softmax (the loss is taken over the first V columns).

@@ -5,7 +5,7 @@
 // live, is decided by its geometry (geometry.h); the states are reached through one Backend (the device,
 // or the host side of it when offloaded), so no call below branches on where they are.
 //
-// Rules worth knowing (README "Sharding" says the same):
+// Rules worth knowing (docs/sharding.md says the same):
 //  - Root unit: `embed` (wte, wpe) is used first (token embedding) and last (tied LM head). It is gathered
 //    once at the start of forward into its own root slot and stays gathered until its gradient is
 //    reduced at the end of backward (FSDP's root-unit rule). So per step it is gathered once, not twice.

@@ -12,7 +12,7 @@
 // Each need gets a margin for what the ledger does not see (allocator rounding, library buffers, the
 // program itself): `margin` of the need plus `margin_bytes`.
 //
-// Levers, cheapest first (the measured costs of each are in the README's performance section): recompute
+// Levers, cheapest first (the measured costs of each are in docs/performance.md): recompute
 // selective (no slower), --shard full at the same ranks (more traffic, overlapped), offload optimizer
 // (cuda), offload params (cuda), recompute full, then these together, then smaller micro-batches (the
 // global batch kept by accumulation), and last more ranks with --shard full. On the cpu backend offload
