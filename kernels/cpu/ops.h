@@ -101,7 +101,7 @@ void adamw_update(float* param /*(n)*/, const float* grad /*(n)*/, float* m /*(n
 double sum_squares(const float* x /*(n)*/, size_t n);
 // The sums of squares of count buffers (xs[i], ns[i] elements each), added in index order from 0.
 double sum_squares_all(const float* const* xs /*(count)*/, const size_t* ns /*(count)*/, int count);
-void accumulate_f32(float* y /*(n) +=*/, const float* x /*(n)*/, size_t n);
+void accumulate_f32(float* y /*(n) +=*/, const float* x /*(n)*/, size_t n, float divisor);
 
 // ---- shared inline helpers --------------------------------------------------------------------------
 // Threads an OpenMP parallel region would get here (1 in a build without OpenMP).

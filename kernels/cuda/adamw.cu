@@ -128,7 +128,8 @@ __global__ void sum_squares_final_kernel(double* result, const double* partials)
   if (threadIdx.x == 0) *result = acc;
 }
 
-__global__ void accumulate_kernel(float* y, const float* x, size_t n, bool vec) {
+// y += x / divisor, one IEEE division per element (x / 1 is x: a plain add).
+__global__ void accumulate_kernel(float* y, const float* x, size_t n, float divisor, bool vec) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   const size_t tid = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
   size_t done = 0;
@@ -137,12 +138,13 @@ __global__ void accumulate_kernel(float* y, const float* x, size_t n, bool vec) 
     for (size_t i = tid; i < n4; i += stride) {
       float4 a = reinterpret_cast<float4*>(y)[i];
       const float4 b = reinterpret_cast<const float4*>(x)[i];
-      a.x += b.x, a.y += b.y, a.z += b.z, a.w += b.w;
+      a.x += __fdiv_rn(b.x, divisor), a.y += __fdiv_rn(b.y, divisor);
+      a.z += __fdiv_rn(b.z, divisor), a.w += __fdiv_rn(b.w, divisor);
       reinterpret_cast<float4*>(y)[i] = a;
     }
     done = n4 * 4;
   }
-  for (size_t i = done + tid; i < n; i += stride) y[i] += x[i];
+  for (size_t i = done + tid; i < n; i += stride) y[i] += __fdiv_rn(x[i], divisor);
 }
 
 }  // namespace
@@ -203,10 +205,10 @@ double sum_squares(const float* x, size_t n, void* scratch, cudaStream_t stream)
   return sum_squares_all(&x, &n, 1, scratch, stream);
 }
 
-void accumulate_f32(float* y, const float* x, size_t n, cudaStream_t stream) {
+void accumulate_f32(float* y, const float* x, size_t n, float divisor, cudaStream_t stream) {
   if (n == 0) return;
   const bool vec = aligned16(y) && aligned16(x);
-  GPT_LAUNCH(accumulate_kernel, grid_for(vec ? ceil_div(n, 4) : n, 256), 256, 0, stream, y, x, n, vec);
+  GPT_LAUNCH(accumulate_kernel, grid_for(vec ? ceil_div(n, 4) : n, 256), 256, 0, stream, y, x, n, divisor, vec);
 }
 
 }  // namespace gpt::cuda

@@ -179,6 +179,6 @@ void adamw_update(float* param, const float* grad, float* m, float* v, bf16* par
 // (xs[i], ns[i] elements), added in index order; one host wait per kSumSquaresSlots buffers.
 double sum_squares(const float* x, size_t n, void* scratch, cudaStream_t stream);
 double sum_squares_all(const float* const* xs, const size_t* ns, int count, void* scratch, cudaStream_t stream);
-void accumulate_f32(float* y /*+=*/, const float* x, size_t n, cudaStream_t stream);
+void accumulate_f32(float* y /*(n) +=*/, const float* x /*(n)*/, size_t n, float divisor, cudaStream_t stream);
 
 }  // namespace gpt::cuda

@@ -197,8 +197,9 @@ class Backend {
   // backend's op is that loop). cuda queues every buffer's reduction and waits for the device once, not once
   // per buffer.
   virtual double sum_squares_all(const float* const* xs, const size_t* ns, int count);
-  // y += x for fp32 buffers (gradient accumulation into shards).
-  virtual void accumulate_f32(float* y, const float* x, size_t n) = 0;
+  // y += x / divisor for fp32 buffers, one IEEE division per element: gradient accumulation into shards,
+  // where x is a sum over `divisor` ranks (1: a plain add, since x / 1 is x).
+  virtual void accumulate_f32(float* y /*(n) +=*/, const float* x /*(n)*/, size_t n, float divisor) = 0;
 
  protected:
   virtual void* raw_alloc(size_t bytes) = 0;

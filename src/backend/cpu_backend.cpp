@@ -138,7 +138,9 @@ class CpuBackend : public Backend {
   double sum_squares_all(const float* const* xs, const size_t* ns, int count) override {
     return cpu::sum_squares_all(xs, ns, count);
   }
-  void accumulate_f32(float* y, const float* x, size_t n) override { cpu::accumulate_f32(y, x, n); }
+  void accumulate_f32(float* y, const float* x, size_t n, float divisor) override {
+    cpu::accumulate_f32(y, x, n, divisor);
+  }
 
  protected:
   void* raw_alloc(size_t bytes) override { return aligned_alloc64(bytes); }

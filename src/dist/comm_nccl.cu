@@ -19,7 +19,9 @@
 // current device and that every local rank of the MPI world has a GPU of its own.
 //
 // Ledger: the ring formulas of comm_volume.h, as in the MPI communicator; bytes count as in flight from the
-// launch until wait(). BF16 reductions are allowed (NCCL adds bf16 natively); avg is NCCL's ncclAvg.
+// launch until wait(). BF16 reductions are allowed (NCCL adds bf16 natively); avg is NCCL's ncclAvg,
+// which pre-multiplies each input by 1/N in the data type (in bf16 a biased factor unless N is a power of
+// two), so the FSDP engine reduces gradients with sum and divides in fp32 itself.
 // Errors: NCCL_CHECK on every call, plus ncclCommGetAsyncError after every launch and in wait().
 #ifdef GPT_WITH_NCCL
 

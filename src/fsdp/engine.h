@@ -13,9 +13,12 @@
 //    acquiring unit i waits for its gather and starts the prefetch of the next unit of the pass, in the
 //    layout's pass order (Layout::pass_order).
 //  - Gradients: a full-unit fp32 grad slot (2 rotating ones + the root's) receives the backward's
-//    accumulation; grad_ready starts the reduce-scatter (average over ranks) and the result is added to
-//    the grad shard once it completes. --no-sync instead accumulates in a persistent full-unit buffer and
-//    reduces on the last micro-step only.
+//    accumulation; grad_ready starts the reduce-scatter and the result is added to the grad shard once it
+//    completes. --no-sync instead accumulates in a persistent full-unit buffer and reduces on the last
+//    micro-step only.
+//  - The average over ranks is taken once, in fp32: every gradient collective sums (hybrid's replica
+//    all-reduce too), and the add into the grad shard divides by the world size. NCCL's own average on bf16
+//    pre-multiplies each input by bf16(1/N), which for N = 3 scales every gradient by 3 x bf16(1/3) = 1.002.
 //  - --reduce-dtype bf16 (more than one rank): grad_ready rounds the fp32 full gradient to bf16 into the
 //    slot's send buffer and reduces that; the bf16 result is widened to fp32 before it is added to the
 //    grad shard. The hybrid replica all-reduce runs on the bf16 shard too.
@@ -172,6 +175,7 @@ class FsdpEngine : public ParamSource {
   int take_grad_slot(int unit);
   void complete_reduction(GradSlot& gs);
   float* reduced_f32(GradSlot& gs);  // the finished reduction as fp32 on the device (widened from bf16)
+  float grad_ranks() { return (float)world_.world(); }  // ranks whose gradients the collectives sum
   void finish_host_grad(GradSlot& gs);     // host: wait for the slot's d2h copy, add it into the grad shard
   void release_copy_source(GradSlot& gs);  // compute: wait for the slot's d2h copy before reusing its buffers
   void wait_host_copies();                 // the host waits for every offload copy issued so far

@@ -223,13 +223,13 @@ void FsdpEngine::grad_ready(int u) {
     be_.f32_to_bf16(g.send_bf16, g.src, (size_t)ug.padded);  // (padded) fp32 -> bf16, nearest-even
     if (geo_.group > 1)
       g.work = shard_comm_->reduce_scatter_async(g.recv_bf16, g.send_bf16, (size_t)ug.shard_numel, DType::BF16,
-                                                 ReduceOp::avg);
+                                                 ReduceOp::sum);
     else
-      g.work = replica_comm_->all_reduce_async(g.send_bf16, (size_t)ug.padded, DType::BF16, ReduceOp::avg);
+      g.work = replica_comm_->all_reduce_async(g.send_bf16, (size_t)ug.padded, DType::BF16, ReduceOp::sum);
   } else if (geo_.group > 1) {
-    g.work = shard_comm_->reduce_scatter_async(g.rs_out, g.src, (size_t)ug.shard_numel, DType::F32, ReduceOp::avg);
+    g.work = shard_comm_->reduce_scatter_async(g.rs_out, g.src, (size_t)ug.shard_numel, DType::F32, ReduceOp::sum);
   } else {
-    g.work = replica_comm_->all_reduce_async(g.src, (size_t)ug.padded, DType::F32, ReduceOp::avg);
+    g.work = replica_comm_->all_reduce_async(g.src, (size_t)ug.padded, DType::F32, ReduceOp::sum);
   }
   pending_.push_back(i);
   trace_counters();
@@ -253,7 +253,7 @@ void FsdpEngine::complete_reduction(GradSlot& g) {
     g.d2h_reads_slot = true;
     g.host_unit = u;  // added on the host later, while the device runs ahead
   } else {
-    be_.accumulate_f32(s.grad, reduced, n);
+    be_.accumulate_f32(s.grad, reduced, n, grad_ranks());
   }
   if (g.src == s.nosync_acc) {
     release_copy_source(g);  // when G = 1 the copy reads the accumulator itself
@@ -271,7 +271,7 @@ float* FsdpEngine::reduced_f32(GradSlot& g) {
   const bool bf16 = geo_.bf16_reduce, sharded = geo_.group > 1;
   float* f32 = sharded ? g.rs_out : g.src;             // (n) fp32: the result the grad shard receives
   void* out = !bf16 ? static_cast<void*>(f32) : sharded ? g.recv_bf16 : g.send_bf16;  // (n) collective's result
-  if (sharded && replica_comm_->world() > 1) replica_comm_->all_reduce(out, n, bf16 ? DType::BF16 : DType::F32, ReduceOp::avg);
+  if (sharded && replica_comm_->world() > 1) replica_comm_->all_reduce(out, n, bf16 ? DType::BF16 : DType::F32, ReduceOp::sum);
   if (bf16) be_.bf16_to_f32(f32, out, n);
   return f32;
 }
@@ -279,7 +279,8 @@ float* FsdpEngine::reduced_f32(GradSlot& g) {
 void FsdpEngine::finish_host_grad(GradSlot& g) {
   if (g.host_unit < 0) return;
   be_.wait_copy_host(g.d2h);
-  host_->accumulate_f32(units_[g.host_unit].grad, g.host_rs, (size_t)geo_.units[g.host_unit].shard_numel);
+  host_->accumulate_f32(units_[g.host_unit].grad, g.host_rs, (size_t)geo_.units[g.host_unit].shard_numel,
+                        grad_ranks());
   g.host_unit = -1;
 }
 

@@ -1,7 +1,9 @@
 // Sharded checkpoint files (see checkpoint.h). A rank file is:
 //   "GPTCKPT1" then int64 words: version, world, rank, group, strategy, L, NH, C, maxT, V, Vp, num_units,
-//   step, rng[4], data.shard, data.offset, bad_steps, rng has_spare, rng spare (bits), then per unit: numel, padded, shard_numel,
-//   shard_offset; then per unit its param, m and v shards as fp32 (shard_numel each).
+//   step, rng[4], data.shard, data.offset, bad_steps, rng has_spare, rng spare (bits), and from version 2 on
+//   updates (the AdamW updates applied: step less the skipped ones); then per unit: numel, padded, shard_numel,
+//   shard_offset; then per unit its param, m and v shards as fp32 (shard_numel each). A version-1 file has no
+//   updates word and reads as updates = step.
 // manifest.txt: "gpt-checkpoint 1", "step S", "world N", then "file NAME BYTES CRC32" per rank.
 #include "src/train/checkpoint.h"
 
@@ -23,7 +25,8 @@ namespace gpt {
 namespace {
 
 constexpr char kMagic[8] = {'G', 'P', 'T', 'C', 'K', 'P', 'T', '1'};
-constexpr int kFixedWords = 22;
+constexpr int kVersion = 2;
+constexpr int kFixedWords = 23;  // version 2's; version 1 has the first 22
 // The shards a checkpoint keeps per unit, in file order (the gradient is not kept: a step starts from zero).
 constexpr ShardState kSaved[] = {ShardState::param, ShardState::adam_m, ShardState::adam_v};
 constexpr int kSavedStates = 3;
@@ -33,7 +36,7 @@ struct UnitMeta {
 };
 struct RankFile {
   std::string path;
-  int64_t world = 0, rank = 0, group = 0, strategy = 0, step = 0, bad_steps = 0;
+  int64_t world = 0, rank = 0, group = 0, strategy = 0, step = 0, bad_steps = 0, updates = 0;
   GPTConfig config;
   Rng rng;
   DataPosition data;
@@ -66,9 +69,12 @@ RankFile read_rank_header(const std::string& path) {
   f.read(magic, 8);
   GPT_CHECK(f && std::memcmp(magic, kMagic, 8) == 0, "checkpoint file ", path, ": bad magic (not a gpt checkpoint)");
   int64_t w[kFixedWords];
-  f.read(reinterpret_cast<char*>(w), sizeof w);
+  f.read(reinterpret_cast<char*>(w), 8);
+  GPT_CHECK(f && (w[0] == 1 || w[0] == kVersion), "checkpoint file ", path,
+            f ? ": unsupported version " + std::to_string(w[0]) + " (expected 1 or 2)" : ": truncated header");
+  const int fixed_words = w[0] == 1 ? kFixedWords - 1 : kFixedWords;
+  f.read(reinterpret_cast<char*>(w + 1), 8 * (fixed_words - 1));
   GPT_CHECK(f, "checkpoint file ", path, ": truncated header");
-  GPT_CHECK(w[0] == 1, "checkpoint file ", path, ": unsupported version ", w[0], " (expected 1)");
   RankFile h;
   h.path = path;
   h.world = w[1], h.rank = w[2], h.group = w[3], h.strategy = w[4];
@@ -94,12 +100,15 @@ RankFile read_rank_header(const std::string& path) {
   h.rng.has_spare = (uint64_t)w[20];
   std::memcpy(&h.rng.spare, &w[21], 8);
   h.data.shard = w[17], h.data.offset = w[18], h.bad_steps = w[19];
+  h.updates = fixed_words == kFixedWords ? w[22] : h.step;
   GPT_CHECK(h.step >= 0 && h.data.shard >= 0 && h.data.offset >= 0, "checkpoint file ", path, ": negative progress fields");
+  GPT_CHECK(h.updates >= 0 && h.updates <= h.step, "checkpoint file ", path, ": ", h.updates,
+            " optimizer updates applied in ", h.step, " steps (expected 0 to ", h.step, ")");
   std::vector<int64_t> um((size_t)nu * 4);
   f.read(reinterpret_cast<char*>(um.data()), (std::streamsize)(um.size() * 8));
   GPT_CHECK(f, "checkpoint file ", path, ": truncated unit table");
   Layout layout(h.config);
-  int64_t expect = 8 + 8 * kFixedWords + 8 * (int64_t)um.size();
+  int64_t expect = 8 + 8 * fixed_words + 8 * (int64_t)um.size();
   h.data_start = expect;
   for (int u = 0; u < nu; u++) {
     UnitMeta m{um[4 * u], um[4 * u + 1], um[4 * u + 2], um[4 * u + 3]};
@@ -208,10 +217,10 @@ std::string save_checkpoint(const std::string& run_dir, FsdpEngine& engine, cons
   collective_check(world, "checkpoint", [&] {
     AtomicWriter w(dir + "/" + rank_file_name(world.rank()));
     w.write(kMagic, 8);
-    int64_t words[kFixedWords] = {1, world.world(), world.rank(), engine.shard_group_size(), (int64_t)engine.options().strategy,
+    int64_t words[kFixedWords] = {kVersion, world.world(), world.rank(), engine.shard_group_size(), (int64_t)engine.options().strategy,
                                   c.num_layers, c.num_heads, c.channels, c.max_seq_len, c.vocab_size,
                                   c.padded_vocab_size, engine.num_units(), p.step, 0, 0, 0, 0,
-                                  p.data.shard, p.data.offset, p.bad_steps, 0, 0};
+                                  p.data.shard, p.data.offset, p.bad_steps, 0, 0, p.updates};
     for (int i = 0; i < 4; i++) std::memcpy(&words[13 + i], &p.rng.s[i], 8);
     words[20] = (int64_t)p.rng.has_spare;
     std::memcpy(&words[21], &p.rng.spare, 8);
@@ -297,6 +306,7 @@ TrainProgress load_checkpoint(const std::string& dir, FsdpEngine& engine, bool v
   p.rng = files[0].rng;
   p.data = files[0].data;
   p.bad_steps = (int)files[0].bad_steps;
+  p.updates = files[0].updates;
   return p;
 }
 

@@ -24,6 +24,7 @@ struct TrainProgress {
   Rng rng{1337};           // sampling RNG
   DataPosition data;       // training data position
   int bad_steps = 0;       // consecutive non-finite steps (NaN guard)
+  int64_t updates = 0;     // AdamW updates applied: step less the skipped steps; AdamW's bias-correction count
 };
 
 // Writes <run_dir>/ckpt_<step>/ (collective: every rank calls it). Keeps the newest `keep` complete ones.

@@ -207,7 +207,10 @@ StepStats Trainer::step() {
   } else {
     progress_.bad_steps = 0;
     trace::Scope ts(trace::kOptimizer, "adamw", "optimizer");
-    adamw_step(*engine_, opt_.optim, s.lr, (int)s.step, s.grad_norm);
+    // A skipped step leaves AdamW's count where it is, as a skipped optimizer.step() leaves PyTorch's: the
+    // bias corrections 1 - beta^t follow the updates applied, not the steps taken (the schedule follows those).
+    progress_.updates++;
+    adamw_step(*engine_, opt_.optim, s.lr, (int)progress_.updates, s.grad_norm);
   }
   backend().synchronize();
   progress_.step++;

@@ -28,8 +28,8 @@ void round_trip_through_compute(Backend& be) {
     be.zero(b, n * 4);
     const uint64_t up = be.copy_h2d_async(a, host_in, n * 4);
     be.wait_copy_device(up);
-    be.accumulate_f32(b, a, n);                                   // b = 0 + a: reads the uploaded values
-    be.accumulate_f32(b, a, n);                                   // b = 2a
+    be.accumulate_f32(b, a, n, 1);                                // b = 0 + a: reads the uploaded values
+    be.accumulate_f32(b, a, n, 1);                                // b = 2a
     const uint64_t down = be.copy_d2h_async(host_out, b, n * 4);  // after the two ops, by its event
     be.wait_copy_host(down);
     size_t bad = 0;

@@ -175,22 +175,27 @@ TEST_F(CudaTwin, SumSquaresAllEqualsTheLoop) {
   EXPECT_NEAR(all[1], static_cast<double>(ref), tol) << "cpu sum_squares_all";
 }
 
-// y + x is one correctly rounded fp32 addition on any IEEE machine: the twins agree bit for bit. The size
-// passes the cap of the elementwise launch grid (65536 blocks of 256), so the grid-stride loop is exercised.
+// y + x / d is a correctly rounded fp32 division and addition on any IEEE machine (x / 1 is x): the twins
+// agree bit for bit, and with the reference computed in double and rounded to float after each operation
+// (innocuous double rounding: 53 >= 2 x 24 + 2). The size passes the cap of the elementwise launch grid
+// (65536 blocks of 256), so the grid-stride loop is exercised.
 TEST_F(CudaTwin, AccumulateF32IsExact) {
   const size_t n = (size_t{1} << 24) + 4099;
   Rng rng(303);
   auto y0 = uniform_f32(rng, n, -1, 1), x = uniform_f32(rng, n, -1, 1);
-  std::vector<double> ref(n), zero(n, 0.0);
-  for (size_t i = 0; i < n; i++) ref[i] = static_cast<float>(y0[i] + x[i]);
-  std::vector<float> got[2];
-  Backend* bes[2] = {gpu.get(), cpu.get()};
-  for (int k = 0; k < 2; k++) {
-    DevBuf dy = upload_f32(*bes[k], y0), dx = upload_f32(*bes[k], x);
-    bes[k]->accumulate_f32(dy.f32(), dx.f32(), n);
-    got[k] = download_f32(*bes[k], dy.get(), n);
+  for (float d : {1.0f, 3.0f}) {
+    std::vector<double> ref(n), zero(n, 0.0);
+    for (size_t i = 0; i < n; i++)
+      ref[i] = static_cast<float>(y0[i] + static_cast<double>(static_cast<float>(static_cast<double>(x[i]) / d)));
+    std::vector<float> got[2];
+    Backend* bes[2] = {gpu.get(), cpu.get()};
+    for (int k = 0; k < 2; k++) {
+      DevBuf dy = upload_f32(*bes[k], y0), dx = upload_f32(*bes[k], x);
+      bes[k]->accumulate_f32(dy.f32(), dx.f32(), n, d);
+      got[k] = download_f32(*bes[k], dy.get(), n);
+    }
+    expect_twins("accumulate_f32 / " + std::to_string((int)d), got[0], got[1], ref, zero, zero);
   }
-  expect_twins("accumulate_f32", got[0], got[1], ref, zero, zero);
 }
 
 }  // namespace

@@ -16,6 +16,9 @@
 #include "src/backend/backend.h"
 #include "src/core/check.h"
 #include "src/dist/collective_check.h"
+#include "src/fsdp/engine.h"
+#include "src/model/layout.h"
+#include "tests/common/tiny_config.h"
 #include "tests/fsdp/comm_test_values.h"
 #include "tests/fsdp/mpi_world.h"
 #ifdef GPT_WITH_NCCL
@@ -230,10 +233,10 @@ TEST_F(NcclComm, OrderedWithComputeStream) {
   auto d_buf = upload(std::vector<float>(count, static_cast<float>(r)));  // (count)
   auto d_one = upload(std::vector<float>(count, 1.0f));                   // (count)
   backend_->synchronize();
-  backend_->accumulate_f32(static_cast<float*>(d_buf->p), static_cast<float*>(d_one->p), count);  // r + 1
+  backend_->accumulate_f32(static_cast<float*>(d_buf->p), static_cast<float*>(d_one->p), count, 1);  // r + 1
   WorkPtr work = comm_->all_reduce_async(d_buf->p, count, DType::F32, ReduceOp::sum);
   work->wait();
-  backend_->accumulate_f32(static_cast<float*>(d_buf->p), static_cast<float*>(d_one->p), count);  // + 1
+  backend_->accumulate_f32(static_cast<float*>(d_buf->p), static_cast<float*>(d_one->p), count, 1);  // + 1
   std::vector<float> out = download<float>(*d_buf);
   const float want = n * (n + 1) / 2.0f + 1.0f;
   size_t wrong = 0;
@@ -311,6 +314,78 @@ TEST_F(NcclComm, LedgerMatchesRingFormulas) {
 }
 
 // Hybrid groups: color = rank % 2. Group g holds global ranks g, g+2, ...
+
+// x rounded to bf16, ties to even, without bit tricks: the significand scaled to 8 bits and rounded by
+// nearbyint (normal, finite x).
+double nearest_bf16(double x) {
+  int e = 0;
+  const double m = std::frexp(x, &e);
+  return std::ldexp(std::nearbyint(std::ldexp(m, 8)), e - 8);
+}
+
+// The FSDP engine's gradient average over NCCL with --reduce-dtype bf16, against the exact mean. Every rank
+// gives every element a positive gradient (no cancellation); the engine rounds it to bf16, NCCL sums, and
+// the result is averaged. Reference: m = sum over ranks of bf16(g_r) / N, in double.
+//  - Per element (Higham's bound for N - 1 bf16 combines, u = 2^-8 as in test_reduce_dtype.cpp, then one
+//    fp32 division): |out / m - 1| <= g + (1 + g) 2^-23, g = (N-1)u / (1 - (N-1)u).
+//  - In the mean over the shard's elements: rounding to nearest is unbiased, so the mean relative error
+//    of a correct average is near 0 (its spread, about 2^-8 / sqrt(12) per rounding over thousands of
+//    elements, is a few 1e-5). NCCL's own average (ncclAvg: each input times bf16(1/N) first) is biased by
+//    N x bf16(1/N) - 1, +2^-9 = 1.95e-3 at N = 3; the check allows a quarter of that.
+// At N = 2 and 4, bf16(1/N) is exact and the bias is 0; the check is the N = 3 run's (simt.nccl_np3).
+TEST_F(NcclComm, EngineAveragesGradientsWithoutNcclsBias) {
+  const int n = comm_->world(), r = comm_->rank();
+  const Layout layout(test::tiny_config(1, 1, 32, 16, 61));
+  FsdpOptions opt;
+  opt.reduce_dtype = DType::BF16;
+  FsdpEngine engine(*backend_, *comm_, layout, opt);
+  auto grad_of = [](int rank, int u, int64_t i) {  // positive, with low mantissa bits set
+    const uint64_t x = (uint64_t)rank * 0x9e3779b97f4a7c15ULL ^ ((uint64_t)u << 40) ^ (uint64_t)i * 0xbf58476d1ce4e5b9ULL;
+    return (float)std::ldexp(1.0 + (double)((x >> 11) % 1000003) / 1000003.0, (int)(i % 5) - 2);
+  };
+  engine.begin_step();
+  engine.begin_micro_step(true);
+  for (int u : layout.pass_order(Pass::forward)) {
+    engine.acquire(u, Pass::forward);
+    engine.release(u, Pass::forward);
+  }
+  const std::vector<int>& back = layout.pass_order(Pass::backward);  // embed first, its gradient last
+  std::vector<int> grads(back.begin() + 1, back.end());
+  grads.push_back(back[0]);
+  engine.acquire(back[0], Pass::backward);
+  for (int u : grads) {
+    if (u != back[0]) engine.acquire(u, Pass::backward);
+    std::vector<float> g((size_t)layout.unit(u).numel);  // (numel) this rank's full gradient of unit u
+    for (size_t i = 0; i < g.size(); i++) g[i] = grad_of(r, u, (int64_t)i);
+    backend_->copy_h2d(engine.grad_buffer(u), g.data(), g.size() * 4);
+    engine.grad_ready(u);
+    engine.release(u, Pass::backward);
+  }
+  engine.finish_backward();
+  const double u8 = 1.0 / 256, gam = (n - 1) * u8 / (1 - (n - 1) * u8), bound = gam + (1 + gam) * std::ldexp(1.0, -23);
+  double sum_err = 0, worst = 0;
+  int64_t count = 0;
+  for (int u = 0; u < layout.num_units(); u++) {
+    std::vector<float> out;
+    engine.shard_to_host(u, ShardState::grad, out);
+    const UnitGeometry& sh = engine.shard(u);
+    for (int64_t k = 0; k < sh.shard_numel; k++) {
+      const int64_t i = sh.shard_offset + k;
+      if (i >= sh.numel) break;  // padding
+      double m = 0;
+      for (int q = 0; q < n; q++) m += nearest_bf16(grad_of(q, u, i));
+      m /= n;
+      const double e = out[(size_t)k] / m - 1;
+      sum_err += e, worst = std::max(worst, std::fabs(e)), count++;
+    }
+  }
+  ASSERT_GT(count, 4000);
+  EXPECT_LE(worst, bound) << "rank " << r;
+  EXPECT_LT(std::fabs(sum_err / count), std::ldexp(1.0, -9) / 4)
+      << "rank " << r << ": mean relative error of the averaged gradient " << sum_err / count << " over " << count
+      << " elements (ncclAvg's bias at N = 3 would be +1.95e-3)";
+}
+
 TEST_F(NcclComm, SplitIntoParityGroups) {
   const int n = comm_->world(), r = comm_->rank();
   const int color = r % 2, gn = (n - color + 1) / 2;

@@ -52,7 +52,9 @@ class Bf16EngineBackend final : public Backend {
     if (param_out) cpu_->f32_to_bf16(param_out, param, n);
   }
   double sum_squares(const float* x, size_t n) override { return cpu_->sum_squares(x, n); }
-  void accumulate_f32(float* y, const float* x, size_t n) override { cpu_->accumulate_f32(y, x, n); }
+  void accumulate_f32(float* y, const float* x, size_t n, float divisor) override {
+    cpu_->accumulate_f32(y, x, n, divisor);
+  }
 
   // No model ops here.
   void encoder_forward(void*, const int*, const void*, const void*, int, int, int) override { none(); }

@@ -131,8 +131,25 @@ TEST(AccumulateF32, AddsInPlace) {
     auto y = randn(n, 8), x = randn(n, 9);
     std::vector<double> expect(n);
     for (size_t i = 0; i < n; i++) expect[i] = static_cast<double>(y[i]) + x[i];
-    be->accumulate_f32(y.data(), x.data(), n);
+    be->accumulate_f32(y.data(), x.data(), n, 1);
     EXPECT_TRUE(all_close(y, expect, 0.0, 6e-8)) << n;  // one correctly rounded addition
+  }
+}
+
+// y + x / 3: a correctly rounded fp32 division, then a correctly rounded addition. Each computed in double and
+// rounded to float gives the same bits (double's 53 bits are at least 2 x 24 + 2, so rounding twice is
+// innocuous for + and /), which makes an exact reference.
+TEST(AccumulateF32, AddsTheMeanOfASumOverRanks) {
+  auto be = cpu_backend();
+  for (size_t n : {size_t{1}, size_t{31}, size_t{50001}}) {
+    auto y = randn(n, 10), x = randn(n, 11, 3.0);
+    std::vector<float> expect(n);
+    for (size_t i = 0; i < n; i++) {
+      const float q = static_cast<float>(static_cast<double>(x[i]) / 3.0);
+      expect[i] = static_cast<float>(static_cast<double>(y[i]) + q);
+    }
+    be->accumulate_f32(y.data(), x.data(), n, 3);
+    EXPECT_EQ(y, expect) << n;
   }
 }
 

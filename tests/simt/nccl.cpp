@@ -6,7 +6,9 @@
 //     make_nccl_communicator does); ncclCommSplit splits the parent's.
 //   - A collective is checked at the call and queued on its stream (streams.h), like a kernel: it runs when
 //     the stream runs, and the matching MPI call does it then (sum and avg only; reductions summed in fp32
-//     and rounded once to the buffer's type; avg is the sum divided by the rank count).
+//     and rounded once to the buffer's type). avg is what NCCL computes (its PreMulSum): each input
+//     multiplied by 1/N rounded to the buffer's type, each product rounded to it, then the sum; in bf16
+//     with N = 3 that is 3 x bf16(1/3) = 1.002 times the mean.
 //   - A queued collective blocks its rank's host in MPI when it runs, where a GPU would run it on its own.
 //     So every blocking MPI call the program makes first runs all queued device work (mpi_hooks.cpp):
 //     ranks then meet in their collectives in program order, and no rank waits in MPI for a collective
@@ -232,16 +234,26 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataT
   });
 }
 
+// ncclAvg as NCCL computes it: v (this rank's input, widened) times 1/size in the data type, each product
+// rounded to the data type; the sum that follows gives the average.
+void premultiply(std::vector<float>& v, ncclDataType_t t, int size) {
+  std::vector<char> buf(type_bytes(t) * (v.size() + 1));
+  from_f32({1.0f / static_cast<float>(size)}, buf.data(), t);
+  const float scalar = to_f32(buf.data(), 1, t)[0];  // 1/size in the data type
+  for (float& x : v) x *= scalar;
+  from_f32(v, buf.data(), t);
+  v = to_f32(buf.data(), v.size(), t);
+}
+
 // recv (count) = the reduction over ranks of send[rank*count, (rank+1)*count); send is (size*count).
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op,
                                ncclComm_t comm, cudaStream_t stream) {
   const size_t all = comm ? count * comm->s->size : 0;
   return queue(comm, t, &op, all, stream, "ncclReduceScatter", [=](const CommState& c) {
-    const std::vector<float> in = to_f32(send, all, t);  // (size*count) a copy: send may hold recv
-    std::vector<float> out(count);                       // (count)
+    std::vector<float> in = to_f32(send, all, t);  // (size*count) a copy: send may hold recv
+    std::vector<float> out(count);                 // (count)
+    if (op == ncclAvg) premultiply(in, t, c.size);
     const int rc = PMPI_Reduce_scatter_block(in.data(), out.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, c.mpi);
-    if (op == ncclAvg)
-      for (float& x : out) x /= static_cast<float>(c.size);
     from_f32(out, recv, t);
     return rc;
   });
@@ -252,9 +264,8 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
                            ncclComm_t comm, cudaStream_t stream) {
   return queue(comm, t, &op, count, stream, "ncclAllReduce", [=](const CommState& c) {
     std::vector<float> v = to_f32(send, count, t);  // (count)
+    if (op == ncclAvg) premultiply(v, t, c.size);
     const int rc = PMPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, c.mpi);
-    if (op == ncclAvg)
-      for (float& x : v) x /= static_cast<float>(c.size);
     from_f32(v, recv, t);
     return rc;
   });

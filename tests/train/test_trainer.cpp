@@ -83,6 +83,44 @@ TEST(Trainer, NonFiniteStepLeavesParametersAndStateUntouched) {
   EXPECT_NE(all_params(t), before);
 }
 
+// PyTorch leaves AdamW's step count alone when optimizer.step() is skipped, so the first update applied
+// after a skipped first step is AdamW's first: m_hat = g, v_hat = g^2, and each element moves by
+// lr * g / (|g| + eps), i.e. by lr wherever |g| >> eps (no weight decay here). Had the skipped step advanced
+// the count to t = 2, the same update would be lr * sqrt(1 + beta2) / (1 + beta1) = 0.735 lr. Bound on the
+// largest move: fp32 rounding of the updated parameter (|p| <= 2, so 2^-22 absolute, 2.4e-5 of lr = 1e-2)
+// plus eps / max|g| (1e-5 for max|g| >= 1e-3); 1e-3 of lr covers both and is 265 times smaller than the gap.
+TEST(Trainer, SkippedStepLeavesAdamWsCountWhereItIs) {
+  const std::string dir = scratch_dir();
+  auto comm = make_single_communicator();
+  TrainOptions o = small_options(dir);
+  o.lr = 1e-2f;
+  o.warmup = 0;
+  o.optim.weight_decay = 0;
+  o.optim.grad_clip = 0;
+  o.out_dir = dir + "/run";
+  Trainer t(o, *comm);
+  t.inject_nonfinite_once();
+  ASSERT_TRUE(t.step().skipped);
+  const auto before = all_params(t);
+  const StepStats s = t.step();
+  ASSERT_FALSE(s.skipped);
+  const auto after = all_params(t);
+  double largest = 0;
+  for (size_t u = 0; u < before.size(); u++)
+    for (size_t i = 0; i < before[u].size(); i++)
+      largest = std::max(largest, std::fabs((double)after[u][i] - before[u][i]));
+  EXPECT_NEAR(largest / s.lr, 1.0, 1e-3) << "the first applied update moved parameters by at most " << largest
+                                        << " at lr " << s.lr;
+  EXPECT_EQ(t.progress().step, 2);
+  EXPECT_EQ(t.progress().updates, 1);
+  t.save();  // the count travels with the checkpoint
+  TrainOptions r = o;
+  r.resume = true;
+  Trainer resumed(r, *comm);
+  EXPECT_EQ(resumed.progress().step, 2);
+  EXPECT_EQ(resumed.progress().updates, 1);
+}
+
 TEST(Trainer, TooManyBadStepsStopsWithAMessage) {
   const std::string dir = scratch_dir();
   auto comm = make_single_communicator();

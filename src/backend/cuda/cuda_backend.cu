@@ -359,7 +359,9 @@ class CudaBackend final : public Backend {
     return cuda::sum_squares_all(xs, ns, count, scratch("sum_squares_all", cuda::sum_squares_scratch_bytes()),
                                  stream_);
   }
-  void accumulate_f32(float* y, const float* x, size_t n) override { cuda::accumulate_f32(y, x, n, stream_); }
+  void accumulate_f32(float* y, const float* x, size_t n, float divisor) override {
+    cuda::accumulate_f32(y, x, n, divisor, stream_);
+  }
 
  protected:
   void* raw_alloc(size_t bytes) override {
