@@ -28,6 +28,7 @@ const char* kMemplanHelp =
     "  --shard full|grad_op|none|hybrid  --shard-group G  --gather-slots K (2)  --no-sync\n"
     "  --recompute none|full|every:K|selective   --offload none|optimizer|params   --reduce-dtype fp32|bf16\n"
     "  -B N (4)  -T N (64)  per-rank micro-batch and sequence length\n"
+    "  --train GLOB --val GLOB  the run's shards: the vocabulary follows their tokenizer record (as in gpt train)\n"
     "  --device cpu|cuda|auto   cpu = fp32 compute, cuda = bf16 compute (default cpu)\n"
     "  --attention simple|fused|cudnn, default auto (as gpt train resolves it: against this machine's GPU, or\n"
     "                       without one an sm_90 GPU with this build's cuDNN). fused and cudnn keep a (B,NH,T)\n"
