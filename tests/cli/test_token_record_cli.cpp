@@ -63,6 +63,7 @@ TEST(TokenRecordCli, TokenizeWritesTheRecord) {
   EXPECT_EQ(j.at("tokenizer").str, "byte");
   EXPECT_EQ(j.at("vocab_size").num, 257);
   EXPECT_EQ(j.at("source_bytes").num, (double)fs::file_size(source_dir() + "/data/tinyshakespeare/input.txt"));
+  EXPECT_EQ(j.at("source_crc32").num, 3747689809.0);  // Python's zlib.crc32 of data/tinyshakespeare/input.txt
 }
 
 // The reported case: byte shards, no --tokenizer. The model is the byte model, and its samples are bytes.
@@ -74,6 +75,8 @@ TEST(TokenRecordCli, TrainWithoutTokenizerOnByteShardsBuildsTheByteModel) {
   EXPECT_NE(r.out.find(" V=257 "), std::string::npos) << r.out;
   EXPECT_EQ(model_vocab(out + "/model.bin"), 257);
   EXPECT_NE(r.out.find("---- sample at step 1 ----"), std::string::npos) << "the byte tokenizer decodes: " << r.out;
+  // --tokenizer none (no samples) still takes the record's vocabulary
+  EXPECT_EQ(memplan_number(std::string(kShape) + "--tokenizer none --train '" + d + "/train_*.bin'", "V"), 257);
 }
 
 // Without a record, today's defaults: a GPT-2 vocabulary, and no error.
