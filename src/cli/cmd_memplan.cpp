@@ -10,6 +10,7 @@
 #include "src/cli/train_flags.h"
 #include "src/core/check.h"
 #include "src/dist/communicator.h"
+#include "src/io/atomic_file.h"
 #include "src/plan/hardware.h"
 #include "src/plan/memplan.h"
 #include "src/plan/timemodel.h"
@@ -223,6 +224,8 @@ int cmd_memplan(int argc, char** argv, Communicator& world) {
   std::string name;
   MemPlanInput in;
   in.cfg = parse_model_flags(f, &name, "d12");
+  for (const char* flag : {"--train", "--val"})  // read only for their tokenizer record, but they must name shards
+    if (f.has(flag)) glob_files(f.str(flag, ""), flag);
   in.world = f.i32("--world", world.world(), 1, 1 << 20);
   in.fsdp.strategy = FsdpOptions::parse_strategy(f.str("--shard", "full"));
   in.fsdp.shard_group = f.i32("--shard-group", 0, 0, 1 << 20);

@@ -89,7 +89,7 @@ static GPTConfig model_flags(Flags& f, std::string* name, const std::string& def
   c.max_seq_len = f.i32("--seq-len", c.max_seq_len, 1, 1 << 20);
   TokenizerIds named;  // the named tokenizer's ids; vocab_size 0: none named
   tokenizer_ids(t.name, &named);
-  const int default_vocab = t.record ? t.record->vocab_size : t.name == "byte" ? 257 : 50257;
+  const int default_vocab = t.record ? t.record->vocab_size : named.vocab_size ? named.vocab_size : 50257;
   c.vocab_size = f.i32("--vocab", default_vocab, 2, 1 << 24);
   check_vocab_against_record(t, c.vocab_size, "--vocab", "drop --vocab to take the vocabulary from the record");
   // A model whose vocabulary is not its tokenizer's could be trained but never sampled with it.

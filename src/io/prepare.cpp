@@ -183,11 +183,11 @@ PrepareSummary prepare_dataset(const PrepareOptions& o) {
   if (!o.quiet) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("tokenize: %s, %lld document%s, %.1f MB in %.1f s: train %lld tokens in %s; val %lld tokens in "
-                "%s%s\n",
+                "%s%s; tokenizer record %s\n",
                 tok->name().c_str(), (long long)s.documents, s.documents == 1 ? "" : "s", s.bytes * 1e-6, secs,
                 (long long)n_train,
                 files_phrase(s.train_files).c_str(), (long long)n_val, files_phrase(s.val_files).c_str(),
-                stale ? str("; removed ", stale, " stale shards").c_str() : "");
+                stale ? str("; removed ", stale, " stale shards").c_str() : "", s.record_file.c_str());
     std::fflush(stdout);
   }
   return s;

@@ -113,6 +113,7 @@ TEST(TokenRecordCli, MemplanAndBenchTakeTheVocabularyFromTheRecord) {
   EXPECT_EQ(memplan_number(kShape + train, "V"), 257);
   EXPECT_EQ(memplan_number(std::string(kShape) + "--val '" + d + "/val_*.bin'", "V"), 257);
   EXPECT_EQ(memplan_number(kShape, "V"), 50257) << "no data: the default";
+  expect_gpt_error(std::string("memplan ") + kShape + "--train '" + d + "/none_*.bin'", "--train: no file matches");
   const CliResult b = run_gpt(std::string("bench ") + kShape + train + " --steps 1 --json --quiet");
   const CliResult b257 = run_gpt(std::string("bench ") + kShape + "--vocab 257 --steps 1 --json --quiet");
   ASSERT_EQ(b.code, 0) << b.out;
