@@ -16,7 +16,9 @@ GPT_CUDA="${GPT_CUDA:-OFF}" scripts/build.sh gpt
 gpt="$BUILD_DIR/gpt"
 tok="${TOKENIZER:-byte}"
 data="data/tinyshakespeare_$tok"
-if [ ! -f "$data/train_000000.bin" ]; then
+# The shards' tokenizer record (gpt_tokenizer.json) tells train which tokenizer and vocabulary to use;
+# shards from before the record existed are tokenized again.
+if [ ! -f "$data/train_000000.bin" ] || [ ! -f "$data/gpt_tokenizer.json" ]; then
   "$gpt" tokenize --tokenizer "$tok" --input data/tinyshakespeare/input.txt --out "$data"
 fi
 
@@ -44,13 +46,14 @@ if [ "$ranks" -gt 1 ]; then
 fi
 run="runs/shakespeare_$tok"
 start=$(date +%s)
-"${launch[@]}" "$gpt" train "${model[@]}" "${batch[@]}" --tokenizer "$tok" --steps "$steps" \
+"${launch[@]}" "$gpt" train "${model[@]}" "${batch[@]}" --steps "$steps" \
   --train "$data/train_*.bin" --val "$data/val_*.bin" --val-every 500 --val-batches "$val_batches" \
   --sample-every 1000 --sample-tokens 200 --out "$run" --metrics "$run/metrics.jsonl" ${EXTRA:-}
 echo "trained in $(( $(date +%s) - start )) s on $ranks rank(s)"
 echo
 echo "samples from the trained model ($run/model.bin):"
-"$gpt" sample --model "$run/model.bin" --tokenizer "$tok" --prompt "ROMEO:" --tokens 300 --temperature 0.8 --top-k 40
+# sample has no data to read a record from: it takes the tokenizer from the model's vocabulary (257: bytes)
+"$gpt" sample --model "$run/model.bin" --prompt "ROMEO:" --tokens 300 --temperature 0.8 --top-k 40
 echo
 py=/usr/bin/python3  # Debian's, with the python3-matplotlib that install_deps.sh installs
 [ -x "$py" ] || py=python3

@@ -1,4 +1,4 @@
-// `gpt bench`: times training steps on random tokens (ms/step, tokens/s, MFU, peak memory), compares the
+// `gpt bench`: times training steps on random tokens or --train's shards (ms/step, tokens/s, MFU, peak memory), compares the
 // memory levers against a baseline (--compare-levers), and runs the micro-benchmarks of bench_micro.h
 // (--adamw, --encode). Benchmarks live here and in scripts, never as timed assertions in tests.
 #include <algorithm>
@@ -98,10 +98,10 @@ static void compare_levers(const TrainOptions& base, Communicator& world, bool j
   }
 }
 
-// bench times Trainer::step on random tokens: the run loop's data, evaluations, samples, files and trace never
-// happen, so asking for them is an error rather than a silent no-op.
+// bench times Trainer::step on random tokens (or --train's shards): the run loop's evaluations, samples, files
+// and trace never happen, so asking for them is an error rather than a silent no-op.
 static void refuse_run_loop_flags(const Flags& f) {
-  for (const char* flag : {"--train", "--val", "--val-every", "--val-batches", "--sample-every", "--sample-tokens",
+  for (const char* flag : {"--val", "--val-every", "--val-batches", "--sample-every", "--sample-tokens",
                            "--temperature", "--top-k", "--save-every", "--keep", "--out", "--resume", "--metrics",
                            "--trace"})
     GPT_CHECK(!f.has(flag), "gpt bench: ", flag, " has no effect here (bench times steps on random tokens)");
@@ -114,6 +114,7 @@ int cmd_bench(int argc, char** argv, Communicator& world) {
                 "Times training steps on random tokens: ms/step (median), tokens/s, MFU, peak memory.\n"
                 "--compare-levers times baseline, recompute full/every:2/selective and offload optimizer/params\n"
                 "and prints each one's time and memory ratio against the baseline.\n"
+                "--train GLOB times on these shards instead; the model's vocabulary follows their tokenizer record\n"
                 "gpt bench --adamw N: host AdamW over N params against the memory-bandwidth limit\n"
                 "gpt bench --encode FILE: GPT-2 tokenizer encode MB/s (cold and warm cache)\n"
                 "gpt bench --calibrate --out FILE [--quick]: measure this machine into a hardware file for\n"
@@ -151,11 +152,13 @@ int cmd_bench(int argc, char** argv, Communicator& world) {
   const bool json = f.on("--json"), levers = f.on("--compare-levers");
   f.finish();
   GPT_CHECK(o.steps >= 1, "--steps must be >= 1 for bench");
-  collective_check(world, "bench data", [&] {
-    if (world.rank() == 0) o.train_pattern = make_bench_shard(o, world.world(), o.steps + 1);
-  });
-  world.barrier();
-  if (world.rank() != 0) o.train_pattern = make_bench_shard(o, world.world(), o.steps + 1);
+  if (o.train_pattern.empty()) {  // random tokens
+    collective_check(world, "bench data", [&] {
+      if (world.rank() == 0) o.train_pattern = make_bench_shard(o, world.world(), o.steps + 1);
+    });
+    world.barrier();
+    if (world.rank() != 0) o.train_pattern = make_bench_shard(o, world.world(), o.steps + 1);
+  }
   if (levers) {
     compare_levers(o, world, json);
     return 0;

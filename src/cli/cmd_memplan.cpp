@@ -10,6 +10,7 @@
 #include "src/cli/train_flags.h"
 #include "src/core/check.h"
 #include "src/dist/communicator.h"
+#include "src/io/atomic_file.h"
 #include "src/plan/hardware.h"
 #include "src/plan/memplan.h"
 #include "src/plan/timemodel.h"
@@ -28,6 +29,7 @@ const char* kMemplanHelp =
     "  --shard full|grad_op|none|hybrid  --shard-group G  --gather-slots K (2)  --no-sync\n"
     "  --recompute none|full|every:K|selective   --offload none|optimizer|params   --reduce-dtype fp32|bf16\n"
     "  -B N (4)  -T N (64)  per-rank micro-batch and sequence length\n"
+    "  --train GLOB --val GLOB  the run's shards: the vocabulary follows their tokenizer record (as in gpt train)\n"
     "  --device cpu|cuda|auto   cpu = fp32 compute, cuda = bf16 compute (default cpu)\n"
     "  --attention simple|fused|cudnn, default auto (as gpt train resolves it: against this machine's GPU, or\n"
     "                       without one an sm_90 GPU with this build's cuDNN). fused and cudnn keep a (B,NH,T)\n"
@@ -222,6 +224,8 @@ int cmd_memplan(int argc, char** argv, Communicator& world) {
   std::string name;
   MemPlanInput in;
   in.cfg = parse_model_flags(f, &name, "d12");
+  for (const char* flag : {"--train", "--val"})  // read only for their tokenizer record, but they must name shards
+    if (f.has(flag)) glob_files(f.str(flag, ""), flag);
   in.world = f.i32("--world", world.world(), 1, 1 << 20);
   in.fsdp.strategy = FsdpOptions::parse_strategy(f.str("--shard", "full"));
   in.fsdp.shard_group = f.i32("--shard-group", 0, 0, 1 << 20);

@@ -12,6 +12,7 @@
 #include "src/io/hf_gpt2.h"
 #include "src/io/model_file.h"
 #include "src/io/prepare.h"
+#include "src/io/token_record.h"
 #include "src/io/tokenizer.h"
 #include "src/model/gpt.h"
 #include "src/runtime/preflight_run.h"
@@ -71,6 +72,12 @@ int cmd_eval(int argc, char** argv, Communicator& world) {
   const std::string device = f.str("--device", "auto");
   const bool skip = f.on("--no-preflight");
   f.finish();
+  // Shards that say which tokenizer made them must be that of the model: any other reads as noise.
+  if (const std::optional<TokenRecord> rec = find_token_record(val, "--val")) {
+    const int V = read_model_file_config(model_path).vocab_size;
+    GPT_CHECK(V == rec->vocab_size, "--model ", model_path, ": a vocabulary of ", V,
+              " tokens, but the --val shards were tokenized with ", rec->describe());
+  }
   LoadedModel m = load_for_inference(model_path, device, world, B, T, skip, "eval");
   DataLoader loader(val, B, T, 0, 1, m.model->config().vocab_size);
   loader.check_batches(batches, "--batches");

@@ -4,6 +4,8 @@
 #include "kernels/attention_rules.h"
 #include "src/core/check.h"
 #include "src/io/model_file.h"
+#include "src/io/token_record.h"
+#include "src/io/tokenizer.h"
 #include "src/util/paths.h"
 
 namespace gpt {
@@ -15,7 +17,8 @@ const char* kModelFlagsHelp =
     "  --config NAME        preset: d2 d4 d6 d12 (124M) d24 (350M) d36 (774M) d48 (1558M)\n"
     "  --n-layer L --n-head NH --d-model C   override the preset's sizes\n"
     "  --seq-len T          max sequence length (position embeddings), default 1024\n"
-    "  --vocab V            vocabulary size (default 50257, or 257 with --tokenizer byte)\n";
+    "  --vocab V            vocabulary size (default: the data's, from the gpt_tokenizer.json gpt tokenize wrote\n"
+    "                       beside --train/--val shards; else 50257, or 257 with --tokenizer byte)\n";
 
 const char* kTrainFlagsHelp =
     "data and batch:\n"
@@ -42,13 +45,41 @@ const char* kTrainFlagsHelp =
     "  --init-from FILE     start from an llm.c model file (its shape: no model flags needed)\n"
     "  --save-every N (0 = at the end)  --keep K (2)\n"
     "  --val-every N  --val-batches N (8)  --sample-every N  --sample-tokens N (64)  --temperature F (1)  --top-k K (0)\n"
-    "  --tokenizer byte|gpt2|auto|none  --data-dir DIR (found next to the binary)  --metrics FILE.jsonl  --trace FILE.json\n"
+    "  --tokenizer byte|gpt2|auto|none  for samples (default: the data's record, else by --vocab; none: no samples)\n"
+    "  --data-dir DIR (found next to the binary)  --metrics FILE.jsonl  --trace FILE.json\n"
     "  --peak-tflops F      peak for MFU (default: cuda the GPU's dense bf16 peak, 989 on H100/H200 SXM; cpu measured sgemm)\n"
     "  --max-bad-steps N    consecutive non-finite steps before stopping (10)   --quiet\n"
     "  --no-preflight       skip the check that the run fits in memory before it allocates\n"
     "  --timeout S          end the job when a rank makes no progress for S seconds (900; 0 = never)\n";
 
-GPTConfig parse_model_flags(Flags& f, std::string* name, const std::string& default_config) {
+// The model's tokenizer: --tokenizer, else the data's tokenizer record (io/token_record.h), else "auto"
+// (chosen later by the vocabulary). A --tokenizer that contradicts the record is an error.
+struct TokenizerChoice {
+  std::string name;                   // byte | gpt2 | auto | none
+  std::optional<TokenRecord> record;  // the record beside --train / --val, if any
+};
+
+static TokenizerChoice choose_tokenizer(Flags& f) {
+  TokenizerChoice t;
+  t.record = data_token_record(f.str("--train", ""), f.str("--val", ""));
+  t.name = f.str("--tokenizer", "auto");
+  GPT_CHECK(t.name == "auto" || t.name == "byte" || t.name == "gpt2" || t.name == "none",
+            "--tokenizer: expected byte, gpt2, auto or none, got '", t.name, "'");
+  if (!t.record) return t;
+  GPT_CHECK(t.name == "auto" || t.name == "none" || t.name == t.record->tokenizer, "--tokenizer ", t.name,
+            ": the data was tokenized with ", t.record->describe(), "; drop --tokenizer to take it from the record");
+  if (t.name == "auto") t.name = t.record->tokenizer;
+  return t;
+}
+
+// A model vocabulary (from `what`) that is not the data's tokenizer's is an error naming both.
+static void check_vocab_against_record(const TokenizerChoice& t, int vocab, const std::string& what,
+                                       const std::string& remedy) {
+  GPT_CHECK(!t.record || vocab == t.record->vocab_size, what, " ", vocab, ": the data was tokenized with ",
+            t.record->describe(), " (", remedy, ")");
+}
+
+static GPTConfig model_flags(Flags& f, std::string* name, const std::string& default_config, const TokenizerChoice& t) {
   *name = f.str("--config", default_config);
   GPTConfig c = preset_config(*name);
   if (f.has("--n-layer") || f.has("--n-head") || f.has("--d-model")) *name = "custom";
@@ -56,28 +87,37 @@ GPTConfig parse_model_flags(Flags& f, std::string* name, const std::string& defa
   c.num_heads = f.i32("--n-head", c.num_heads, 1, 65536);
   c.channels = f.i32("--d-model", c.channels, 1, 65536);
   c.max_seq_len = f.i32("--seq-len", c.max_seq_len, 1, 1 << 20);
-  const std::string tk = f.str("--tokenizer", "auto");
-  GPT_CHECK(tk == "auto" || tk == "byte" || tk == "gpt2" || tk == "none", "--tokenizer: expected byte, gpt2, auto or none, got '", tk, "'");
-  const int tokenizer_vocab = tk == "byte" ? 257 : tk == "gpt2" ? 50257 : 0;  // 0: not named
-  c.vocab_size = f.i32("--vocab", tk == "byte" ? 257 : 50257, 2, 1 << 24);
+  TokenizerIds named;  // the named tokenizer's ids; vocab_size 0: none named
+  tokenizer_ids(t.name, &named);
+  const int default_vocab = t.record ? t.record->vocab_size : named.vocab_size ? named.vocab_size : 50257;
+  c.vocab_size = f.i32("--vocab", default_vocab, 2, 1 << 24);
+  check_vocab_against_record(t, c.vocab_size, "--vocab", "drop --vocab to take the vocabulary from the record");
   // A model whose vocabulary is not its tokenizer's could be trained but never sampled with it.
-  GPT_CHECK(tokenizer_vocab == 0 || c.vocab_size == tokenizer_vocab, "--vocab ", c.vocab_size,
-            ": the ", tk, " tokenizer has ", tokenizer_vocab, " tokens (drop --vocab, or use --tokenizer none)");
+  GPT_CHECK(named.vocab_size == 0 || c.vocab_size == named.vocab_size, "--vocab ", c.vocab_size, ": the ", t.name,
+            " tokenizer has ", named.vocab_size, " tokens (drop --vocab, or use --tokenizer none)");
   c.finalize();
   return c;
 }
 
-// --init-from: the shape comes from the file. Model flags given beside it must agree with the file.
-static GPTConfig model_from_init_file(Flags& f, const std::string& path, std::string* name) {
+GPTConfig parse_model_flags(Flags& f, std::string* name, const std::string& default_config, std::string* tokenizer) {
+  const TokenizerChoice t = choose_tokenizer(f);
+  if (tokenizer) *tokenizer = t.name;
+  return model_flags(f, name, default_config, t);
+}
+
+// --init-from: the shape comes from the file. Model flags given beside it must agree with the file, and its
+// vocabulary with the data's record.
+static GPTConfig model_from_init_file(Flags& f, const std::string& path, std::string* name, const TokenizerChoice& t) {
   const GPTConfig file = read_model_file_config(path);
+  check_vocab_against_record(t, file.vocab_size, "--init-from " + path + ": the model's vocabulary is",
+                             "a model of another vocabulary cannot read these shards");
   bool any_flag = false;
   for (const char* flag : {"--config", "--n-layer", "--n-head", "--d-model", "--seq-len", "--vocab"}) any_flag |= f.has(flag);
   if (!any_flag) {
     *name = "init-from";
-    (void)f.str("--tokenizer", "auto");  // read here too, so it is not reported as unknown
     return file;
   }
-  const GPTConfig flags = parse_model_flags(f, name, "d6");
+  const GPTConfig flags = model_flags(f, name, "d6", t);
   GPT_CHECK(flags == file, "--init-from ", path, ": the file's model is ", file.describe(), " but the model flags give ",
             flags.describe(), " (drop the model flags to take the file's shape)");
   return file;
@@ -88,9 +128,10 @@ TrainOptions parse_train_flags(Flags& f, const std::string& default_config) {
   const std::string init_from = f.str("--init-from", "");
   GPT_CHECK(init_from.empty() || !f.has("--init"), "--init: the weights come from --init-from ", init_from,
             "; drop one of the two");
-  o.model = init_from.empty() ? parse_model_flags(f, &o.config_name, default_config)
-                              : model_from_init_file(f, init_from, &o.config_name);
-  o.tokenizer = f.str("--tokenizer", "auto");
+  const TokenizerChoice tokenizer = choose_tokenizer(f);
+  o.model = init_from.empty() ? model_flags(f, &o.config_name, default_config, tokenizer)
+                              : model_from_init_file(f, init_from, &o.config_name, tokenizer);
+  o.tokenizer = tokenizer.name;
   o.train_pattern = f.str("--train", "");
   o.val_pattern = f.str("--val", "");
   o.B = f.i32("-B", 4, 1, 1 << 20);

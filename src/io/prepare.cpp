@@ -18,6 +18,7 @@
 #include "src/core/check.h"
 #include "src/io/atomic_file.h"
 #include "src/io/data_loader.h"
+#include "src/io/token_record.h"
 #include "src/io/tokenizer.h"
 #include "src/util/progress.h"
 
@@ -111,6 +112,19 @@ std::string files_phrase(const std::vector<std::string>& files) {
   return str(files.size(), " files (", files.front(), " .. ", files.back(), ")");
 }
 
+void write_record(const Tokenizer& tok, const PrepareSummary& s, const std::string& dir) {
+  TokenRecord r;
+  r.tokenizer = tok.name();
+  r.vocab_size = tok.vocab_size();
+  r.eot_token = tok.eot_token();
+  r.source_bytes = (uint64_t)s.bytes;
+  r.source_crc32 = s.crc32;
+  r.documents = (uint64_t)s.documents;
+  r.train_tokens = (uint64_t)s.train_tokens;
+  r.val_tokens = (uint64_t)s.val_tokens;
+  write_token_record(dir, r);
+}
+
 }  // namespace
 
 PrepareSummary prepare_dataset(const PrepareOptions& o) {
@@ -129,6 +143,9 @@ PrepareSummary prepare_dataset(const PrepareOptions& o) {
   fs::create_directories(o.out_dir, ec);
   GPT_CHECK(fs::is_directory(o.out_dir), "--out: cannot create directory ", o.out_dir,
             ec ? ": " + ec.message() : std::string());
+  s.record_file = token_record_path(o.out_dir);
+  fs::remove(s.record_file, ec);  // until the new shards are all written, no record speaks for them
+  GPT_CHECK(!ec, "--out: cannot remove the earlier tokenizer record ", s.record_file, ": ", ec.message());
 
   std::vector<uint16_t> stream;  // (ntok,) all documents joined by EOT
   ProgressBar bar("tokenize", s.bytes, ProgressBar::Unit::Bytes, o.force_progress);
@@ -136,6 +153,7 @@ PrepareSummary prepare_dataset(const PrepareOptions& o) {
   for (size_t d = 0; d < docs.size(); d++) {
     if (d > 0) stream.push_back((uint16_t)tok->eot_token());
     const std::string text = read_file(docs[d]);
+    s.crc32 = crc32_update(s.crc32, text.data(), text.size());
     for (size_t from = 0; from < text.size();) {
       const size_t to = next_cut(text, from, o.chunk_bytes);
       append_tokens(tok->encode(std::string_view(text).substr(from, to - from)), *tok, docs[d], stream);
@@ -160,15 +178,16 @@ PrepareSummary prepare_dataset(const PrepareOptions& o) {
   std::vector<std::string> keep = s.train_files;
   keep.insert(keep.end(), s.val_files.begin(), s.val_files.end());
   const int stale = remove_stale_shards(o.out_dir, keep);
+  write_record(*tok, s, o.out_dir);
 
   if (!o.quiet) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("tokenize: %s, %lld document%s, %.1f MB in %.1f s: train %lld tokens in %s; val %lld tokens in "
-                "%s%s\n",
+                "%s%s; tokenizer record %s\n",
                 tok->name().c_str(), (long long)s.documents, s.documents == 1 ? "" : "s", s.bytes * 1e-6, secs,
                 (long long)n_train,
                 files_phrase(s.train_files).c_str(), (long long)n_val, files_phrase(s.val_files).c_str(),
-                stale ? str("; removed ", stale, " stale shards").c_str() : "");
+                stale ? str("; removed ", stale, " stale shards").c_str() : "", s.record_file.c_str());
     std::fflush(stdout);
   }
   return s;

@@ -2,6 +2,8 @@
 // documents are joined with the end-of-text token (none before the first), the LAST val_fraction of the
 // token stream becomes the validation split (as nanoGPT's shakespeare prep does), and each split is cut
 // into shards of at most shard_size tokens: train_000000.bin, train_000001.bin, ..., val_000000.bin, ...
+// Beside them goes the tokenizer record, gpt_tokenizer.json (io/token_record.h): which tokenizer made
+// the ids, and the input's size and CRC-32.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -25,10 +27,14 @@ struct PrepareSummary {
   int64_t documents = 0, bytes = 0;
   int64_t train_tokens = 0, val_tokens = 0;
   std::vector<std::string> train_files, val_files;
+  uint32_t crc32 = 0;       // CRC-32 of the documents' bytes, back to back
+  std::string record_file;  // the tokenizer record written beside the shards
 };
 
-// Validates the options (flag names in the messages), tokenizes, writes the shards atomically, removes
-// stale shards of an earlier run with the same names beyond the new count, and prints a one-line summary.
+// Validates the options (flag names in the messages), tokenizes, writes the shards and then the record
+// atomically (an earlier run's record is removed first, so no crash leaves one describing other shards),
+// removes stale shards of an earlier run with the same names beyond the new count, and prints a one-line
+// summary.
 PrepareSummary prepare_dataset(const PrepareOptions& opts);
 
 }  // namespace gpt

@@ -21,4 +21,11 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::string& kind, const std::st
   fail("--tokenizer: unknown tokenizer \"", kind, "\", expected byte or gpt2");
 }
 
+bool tokenizer_ids(const std::string& kind, TokenizerIds* out) {
+  if (kind == "byte") *out = {257, 256};
+  else if (kind == "gpt2") *out = {50257, 50256};
+  else return false;
+  return true;
+}
+
 }  // namespace gpt

@@ -27,4 +27,12 @@ class Tokenizer {
 // Throws gpt::Error naming the file and the problem when files are missing or malformed.
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& kind, const std::string& data_dir);
 
+// The ids of a tokenizer kind, known without loading its files (what a data set's record is checked
+// against, io/token_record.h): byte {257, 256}, gpt2 {50257, 50256}. False for any other kind.
+struct TokenizerIds {
+  int vocab_size = 0;
+  int eot_token = 0;
+};
+bool tokenizer_ids(const std::string& kind, TokenizerIds* out);
+
 }  // namespace gpt
