@@ -5,6 +5,7 @@
 
 #include <climits>
 #include <cstdlib>
+#include <set>
 
 #include "src/core/check.h"
 #include "src/io/atomic_file.h"
@@ -21,10 +22,9 @@ constexpr int kByteVocab = 257;    // our byte tokenizer: 256 bytes and <|endoft
 class Fields {
  public:
   Fields(const JsonValue& root, const std::string& path) : root_(root), path_(path) {
-    for (size_t i = 0; i < root.members.size(); i++)
-      for (size_t j = 0; j < i; j++)
-        GPT_CHECK(root.members[i].first != root.members[j].first, path, ": key \"", root.members[i].first,
-                  "\" appears twice");
+    std::set<std::string> seen;  // n log n, whatever the number of keys
+    for (const auto& m : root.members)
+      GPT_CHECK(seen.insert(m.first).second, path, ": key \"", m.first, "\" appears twice");
   }
   const JsonValue* find(const char* key) const {
     for (const auto& m : root_.members)

@@ -178,6 +178,8 @@ struct Shards {
   std::vector<std::vector<HandTensor>> parts;
   std::map<std::string, std::string> weight_map;
   std::string metadata = "{\"total_size\": 12345}";
+  std::vector<std::string> shard_meta = {"\"format\":\"pt\"", "\"format\":\"pt\""};  // each shard's __metadata__
+  bool config = true;                                                              // write config.json
   Shards() {
     const std::vector<HandTensor> all = hf_tensors(2, 8);
     parts.resize(2);
@@ -187,11 +189,11 @@ struct Shards {
   }
   std::string index() const { return dir + "/model.safetensors.index.json"; }
   std::string write() const {
-    for (size_t k = 0; k < parts.size(); k++) write_hand(dir + "/" + shard_name((int)k, 2), parts[k], "\"format\":\"pt\"");
+    for (size_t k = 0; k < parts.size(); k++) write_hand(dir + "/" + shard_name((int)k, 2), parts[k], shard_meta[k]);
     std::string map;
     for (const auto& [name, file] : weight_map) map += (map.empty() ? "\"" : ", \"") + name + "\": \"" + file + "\"";
     write_text(index(), "{\"metadata\": " + metadata + ", \"weight_map\": {" + map + "}}");
-    write_text(dir + "/config.json", config_json());
+    if (config) write_text(dir + "/config.json", config_json());
     return dir;
   }
   // The one-line error importing the folder; it must start with `file` (the index, or a shard).
@@ -251,6 +253,18 @@ TEST(HfShards, TheGpt2TensorsMustAllBeThere) {
   Shards t;
   t.parts[1][0].shape = {16};  // h.1.ln_1.weight
   EXPECT_MSG(t.error(t.dir + "/" + shard_name(1, 2)), "tensor 'h.1.ln_1.weight' has shape [16], expected [8]");
+}
+
+TEST(HfShards, WithoutConfigJsonTheShardsMetadataMustAgreeOnTheHeads) {
+  Shards s;
+  s.config = false;
+  s.shard_meta = {"\"n_head\":\"2\"", "\"format\":\"pt\""};
+  const HfImport r = import_hf_gpt2(s.write());
+  EXPECT_EQ(r.weights.config.num_heads, 2);
+  EXPECT_NE(r.summary.find("heads from __metadata__ n_head, no config.json"), std::string::npos) << r.summary;
+  s.shard_meta[1] = "\"n_head\":\"4\"";
+  EXPECT_EQ(s.error(s.dir + "/" + shard_name(1, 2)), s.dir + "/" + shard_name(1, 2) + ": __metadata__ n_head is 4, but " +
+                                                         s.dir + "/" + shard_name(0, 2) + " __metadata__ n_head says 2");
 }
 
 TEST(HfShards, ACorruptIndexIsAnError) {
