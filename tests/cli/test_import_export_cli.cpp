@@ -112,6 +112,24 @@ std::string python_with_numpy() {
   return "";
 }
 
+// The reader itself against PyTorch: on the fixture's hub folder (4 heads from config.json, F16, tied head) it
+// gives the float64 loss scripts/make_safetensors_golden.py computed with torch on the same tokens. Both are
+// float64; the bound is the one derived below with u = 2^-53 (fixture: L 2, C 64, 4 heads, T 32, V 100, B 2).
+TEST(CliExport, TheReaderGivesPyTorchsLossOnTheHubFolder) {
+  const std::string py = python_with_numpy();
+  if (py.empty()) GTEST_SKIP() << "no python3 with numpy (scripts/install_deps.sh installs it): the reader cannot run";
+  std::string out;
+  ASSERT_EQ(run_command(py + " " + source_dir() + "/scripts/hf_folder_loss.py " + fixture("hub_gpt2_h4") + " --pairs " +
+                            fixture("tokens.bin") + " -B 2 -T 32", &out), 0) << out;
+  const std::string expected = read_file(fixture("expected.json"));
+  const size_t hub = expected.find("\"hub\"");
+  ASSERT_NE(hub, std::string::npos);
+  const double torch64 = number_after(expected.substr(0, expected.find("loss_one_head", hub)), "\"loss_f64\":");
+  const double reader = number_after(out, "loss");
+  const double bound = std::ldexp(1.0, -53) * (2 * (11 * 64 + 16 + 2 * 32) + 3 * 64 + 100 + 2 * 32);
+  EXPECT_LE(std::fabs(reader - torch64) / torch64, bound) << "reader " << reader << " torch " << torch64;
+}
+
 // A trained model exported as a folder, read by scripts/hf_folder_loss.py as GPT2LMHeadModel.from_pretrained
 // would read it (config.json's heads, epsilon and activation, HF names, Conv1D [in, out], lm_head tied to wte),
 // gives gpt eval's loss on the same tokens.
