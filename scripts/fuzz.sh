@@ -88,7 +88,7 @@ declare -A SOURCES=(
   [fuzz_checkpoint]="src/train/checkpoint.cpp src/io/atomic_file.cpp $MODEL"
   [fuzz_tokenizer_files]="$IO_TOKENIZER"
   [fuzz_tokenizer_roundtrip]="$IO_TOKENIZER"
-  [fuzz_safetensors]="src/io/safetensors.cpp src/io/hf_gpt2.cpp src/io/json_min.cpp src/io/unicode_tables.cpp
+  [fuzz_safetensors]="src/io/safetensors.cpp src/io/hf_gpt2.cpp src/io/hf_config.cpp src/io/hf_index.cpp src/io/json_min.cpp src/io/unicode_tables.cpp
                       src/io/atomic_file.cpp $MODEL"
 )
 LDFLAGS=""

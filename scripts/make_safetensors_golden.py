@@ -38,14 +38,22 @@ Files written into the output directory (default tests/fixtures/safetensors_gpt2
                           "transformer." prefix plus the tied lm_head.weight; __metadata__ {"format": "pt"}
   model_bf16.safetensors  every weight rounded to BF16 (nearest even), no prefix, no buffers;
                           __metadata__ {"format": "pt", "n_head": "2"}
+  hub_gpt2_h4/            a hub folder: model.safetensors (F16, no prefix, no buffers) and config.json as
+                          transformers' save_pretrained writes it, for HUB_CONFIG (C = 64 in 4 heads, which
+                          C/64 does not give: only config.json says it); weights drawn with HUB_SEED
+  hub_gpt2_h4_sharded/    the same weights as a sharded checkpoint: "transformer." names sorted and cut at half
+                          the bytes into model-00001-of-00002.safetensors and model-00002-of-00002.safetensors,
+                          model.safetensors.index.json {"metadata": {"total_size"}, "weight_map"}, config.json
   tokens.bin              int32 little-endian: B*T inputs (row-major (B, T)), then B*T targets
   expected.json           config, B, T, and per dtype: "loss" = float32 forward on the file's weights widened
                           to float32 (the number `gpt import` must reproduce), "loss_f64" = the same weights
-                          in float64, and "probes" = a few weights by HF name and index with their exact value
+                          in float64, and "probes" = a few weights by HF name and index with their exact value;
+                          "hub": the same for the hub model, plus "loss_one_head" (its loss read with 1 head)
 
 Checks done here (the script fails loudly if one does not hold): the hand-written GELU matches torch's tanh
 GELU; float32 and float64 losses agree to 1e-6 relative; using a Conv1D weight transposed changes the loss by
-more than 1e-3 relative; the bf16 rounding here matches torch's own .bfloat16().
+more than 1e-3 relative; reading the hub model with C/64 = 1 head instead of 4 changes its loss by more than
+1e-3 relative; the bf16 rounding here matches torch's own .bfloat16().
 """
 import argparse
 import json
@@ -59,6 +67,10 @@ import torch.nn.functional as F
 WEIGHT_SEED = 2024
 TOKEN_SEED = 7
 CONFIG = dict(n_layer=2, n_head=2, n_embd=64, n_positions=32, vocab_size=100)
+# The hub-folder model: 4 heads of 16 channels, which C/64 does not give, so only config.json can say it.
+HUB_SEED = 2025
+HUB_CONFIG = dict(n_layer=2, n_head=4, n_embd=64, n_positions=32, vocab_size=100)
+HUB_DIR, SHARDED_DIR = "hub_gpt2_h4", "hub_gpt2_h4_sharded"
 B, T = 2, 32
 LN_EPS = 1e-5
 BLOCK = ["ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
@@ -81,8 +93,8 @@ def shapes(cfg):
     return out
 
 
-def init_weights(cfg):
-    torch.manual_seed(WEIGHT_SEED)
+def init_weights(cfg, seed=WEIGHT_SEED):
+    torch.manual_seed(seed)
     sd = {}
     for name, shape in shapes(cfg).items():
         t = torch.empty(shape, dtype=torch.float32)
@@ -183,6 +195,54 @@ def write_safetensors(path, tensors, metadata):
             f.write(b)
 
 
+def hub_config_json(cfg, torch_dtype):
+    """config.json as transformers' save_pretrained writes it for GPT2LMHeadModel (openai-community/gpt2's fields,
+    this model's sizes)."""
+    return {"activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "attn_pdrop": 0.1,
+            "bos_token_id": 50256, "embd_pdrop": 0.1, "eos_token_id": 50256, "initializer_range": 0.02,
+            "layer_norm_epsilon": 1e-05, "model_type": "gpt2", "n_ctx": cfg["n_positions"], "n_embd": cfg["n_embd"],
+            "n_head": cfg["n_head"], "n_inner": None, "n_layer": cfg["n_layer"], "n_positions": cfg["n_positions"],
+            "reorder_and_upcast_attn": False, "resid_pdrop": 0.1, "scale_attn_by_inverse_layer_idx": False,
+            "scale_attn_weights": True, "summary_activation": None, "summary_first_dropout": 0.1,
+            "summary_proj_to_labels": True, "summary_type": "cls_index", "summary_use_proj": True,
+            "torch_dtype": torch_dtype, "transformers_version": "4.40.0", "use_cache": True,
+            "vocab_size": cfg["vocab_size"]}
+
+
+def write_json(path, obj):
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
+
+
+def write_hub_folders(root, sd, cfg, dtype):
+    """The hub model as a folder (model.safetensors, no prefix, like openai-community/gpt2) and as a sharded
+    checkpoint (GPT2LMHeadModel.save_pretrained's "transformer." names split in two, sorted by name, the first
+    shard holding the tensors until half the bytes, and model.safetensors.index.json), each with config.json."""
+    one = os.path.join(root, HUB_DIR)
+    os.makedirs(one, exist_ok=True)
+    write_safetensors(os.path.join(one, "model.safetensors"), {k: (dtype, v) for k, v in sd.items()}, {"format": "pt"})
+    write_json(os.path.join(one, "config.json"), hub_config_json(cfg, "float16"))
+    two = os.path.join(root, SHARDED_DIR)
+    os.makedirs(two, exist_ok=True)
+    named = {"transformer." + k: v for k, v in sd.items()}
+    size = {k: v.numel() * 2 for k, v in named.items()}  # F16
+    total, half, at = sum(size.values()), sum(size.values()) // 2, 0
+    shards = ({}, {})
+    for k in sorted(named):
+        shards[0 if at < half else 1][k] = (dtype, named[k])
+        at += size[k]
+    files = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+    weight_map = {}
+    for f, part in zip(files, shards):
+        check(len(part) > 0, "both shards hold tensors")
+        write_safetensors(os.path.join(two, f), part, {"format": "pt"})
+        weight_map.update({k: f for k in part})
+    write_json(os.path.join(two, "model.safetensors.index.json"),
+               {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))})
+    write_json(os.path.join(two, "config.json"), hub_config_json(cfg, "float16"))
+
+
 def check(cond, msg):
     if not cond:
         raise SystemExit("make_safetensors_golden: check failed: " + msg)
@@ -241,6 +301,20 @@ def main():
         probes = [{"name": n, "index": i, "value": sd[n][tuple(i)].item()} for n, i in PROBES]
         expected["dtypes"][dtype] = {"file": name, "loss": loss, "loss_f64": loss64, "probes": probes}
         print(f"{dtype}: loss {loss:.9f} (float64 {loss64:.9f}) -> {name}")
+
+    # The hub model: F16 like many hub fine-tunes; its loss with 4 heads, and with the 1 head C/64 would give.
+    sd = {k: round_to(v, "F16") for k, v in init_weights(HUB_CONFIG, HUB_SEED).items()}
+    loss = forward(sd, HUB_CONFIG, idx, tgt)
+    loss64 = forward({k: v.double() for k, v in sd.items()}, HUB_CONFIG, idx, tgt)
+    check(abs(loss - loss64) <= 1e-6 * abs(loss64), f"hub: fp32 loss {loss} vs fp64 {loss64}")
+    one_head = forward(sd, dict(HUB_CONFIG, n_head=HUB_CONFIG["n_embd"] // 64), idx, tgt)
+    check(abs(one_head - loss) > 1e-3 * abs(loss), f"hub: 1 head barely moves the loss: {one_head} vs {loss}")
+    write_hub_folders(args.out, sd, HUB_CONFIG, "F16")
+    probes = [{"name": n, "index": i, "value": sd[n][tuple(i)].item()} for n, i in PROBES]
+    expected["hub"] = {"config": HUB_CONFIG, "seed": HUB_SEED, "dtype": "F16", "folder": HUB_DIR,
+                       "sharded_folder": SHARDED_DIR, "loss": loss, "loss_f64": loss64, "loss_one_head": one_head,
+                       "probes": probes}
+    print(f"hub: loss {loss:.9f} (float64 {loss64:.9f}; with one head {one_head:.9f}) -> {HUB_DIR}, {SHARDED_DIR}")
 
     with open(os.path.join(args.out, "tokens.bin"), "wb") as f:
         f.write(torch.cat([idx.reshape(-1), tgt.reshape(-1)]).to(torch.int32).numpy().astype("<i4").tobytes())

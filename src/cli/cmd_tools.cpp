@@ -155,12 +155,17 @@ int cmd_tokenize(int argc, char** argv, Communicator& world) {
 int cmd_export(int argc, char** argv, Communicator& world) {
   Flags f("export", argc, argv, {"--no-preflight"});
   if (f.help()) {
-    std::printf("usage: gpt export --from RUN_DIR|CKPT_DIR|MODEL.bin --out FILE [--format bin|safetensors]\n"
+    std::printf("usage: gpt export --from RUN_DIR|CKPT_DIR|MODEL.bin --out FILE|DIR [--format bin|safetensors]\n"
                 "Consolidates a sharded checkpoint (any world size), or converts a model file, into:\n"
                 "  bin          an llm.c model file (version 3, fp32; the default)\n"
-                "  safetensors  Hugging Face GPT-2 weights that transformers' GPT2LMHeadModel loads: names without\n"
-                "               the 'transformer.' prefix, Conv1D [in, out] weights, the V real rows of wte, F32,\n"
-                "               __metadata__ {\"format\": \"pt\", \"n_head\": NH} (gpt import reads them back)\n");
+                "  safetensors  a Hugging Face GPT-2 folder that transformers loads with no other file:\n"
+                "               GPT2LMHeadModel.from_pretrained(DIR). --out DIR writes DIR/model.safetensors and\n"
+                "               DIR/config.json (DIR is created if needed); an --out ending in .safetensors writes\n"
+                "               that file and config.json beside it. The weights: names without the 'transformer.'\n"
+                "               prefix, Conv1D [in, out] layout, F32, lm_head tied to wte, the V real rows of wte\n"
+                "               (config.json's vocab_size is V); config.json: model_type gpt2, n_layer, n_head, n_embd,\n"
+                "               n_positions, n_ctx, vocab_size, gelu_new, layer_norm_epsilon 1e-05, bos/eos token\n"
+                "               id <|endoftext|> for the GPT-2 and byte vocabularies. gpt import reads it back.\n");
     return 0;
   }
   std::string from = f.required("--from");
@@ -170,7 +175,24 @@ int cmd_export(int argc, char** argv, Communicator& world) {
   f.finish();
   GPT_CHECK(format == "bin" || format == "safetensors", "gpt export: --format must be bin or safetensors, got '",
             format, "'");
-  check_output_file("--out", out, "--from", from);
+  // safetensors: the model file and config.json; --out is a folder unless it names the .safetensors file.
+  std::string model_out = out, config_out;
+  if (format == "safetensors") {
+    namespace fs = std::filesystem;
+    const bool file = out.size() > 12 && out.compare(out.size() - 12, 12, ".safetensors") == 0;
+    std::error_code ec;
+    if (!file) {
+      GPT_CHECK(!fs::exists(out, ec) || fs::is_directory(out, ec), "--out ", out, ": exists and is not a folder (give a "
+                "folder for model.safetensors and config.json, or a path ending in .safetensors)");
+      fs::create_directories(out, ec);
+      GPT_CHECK(!ec, "--out ", out, ": cannot create the folder: ", ec.message());
+    }
+    model_out = file ? out : (fs::path(out) / "model.safetensors").string();
+    const fs::path folder = fs::path(model_out).parent_path();
+    config_out = ((folder.empty() ? fs::path(".") : folder) / "config.json").string();
+    check_output_file("--out", config_out, "--from", from);
+  }
+  check_output_file("--out", model_out, "--from", from);
   GPTConfig config;
   std::vector<std::vector<float>> units;
   std::error_code ec;
@@ -198,9 +220,10 @@ int cmd_export(int argc, char** argv, Communicator& world) {
   if (format == "bin") {
     save_model_file(out, layout, ptrs);
   } else {
-    save_hf_gpt2(out, layout, ptrs);
+    save_hf_gpt2(model_out, config_out, layout, ptrs);
   }
-  log_rank0(world, "exported ", from, " -> ", out, " (", format, ", ", config.describe(), ")");
+  log_rank0(world, "exported ", from, " -> ", format == "bin" ? out : model_out + " + " + config_out, " (", format,
+            ", ", config.describe(), ")");
   return 0;
 }
 

@@ -14,12 +14,18 @@
 //   - F32, F16 and BF16 tensors are widened exactly to fp32 (the dtype may differ from tensor to tensor);
 //   - L, C, maxT and V come from the shapes, every layer must agree with them; the vocabulary is padded to
 //     a multiple of 128 with zero rows, as in our model files;
-//   - the number of heads is not in the tensors: the caller's value when given (gpt import --n-head), else
-//     __metadata__ "n_head" (or "num_attention_heads") when the file has it, else C / 64 (the head size of
-//     every GPT-2 model), which must divide evenly.
-// Export writes what GPT2LMHeadModel loads: the names above without prefix (as Hugging Face's own GPT-2
-// checkpoints), Conv1D layout, the V real rows of wte, F32, no lm_head (tied), and __metadata__
-// {"format": "pt", "n_head": "<NH>"} ("n_head" lets the import find NH again; transformers ignores it).
+//   - the files are one model.safetensors or the shards of a sharded checkpoint, found from a folder, a file
+//     or an index as io/hf_index.h says; config.json beside them, when there is one, is read and checked
+//     against the tensors (io/hf_config.h);
+//   - the number of heads is not in the tensors: the caller's count when given (gpt import --n-head), else
+//     config.json's n_head, else __metadata__ "n_head" (or "num_attention_heads") when the files have it,
+//     else C / 64 (the head size of every GPT-2 model), which must divide evenly. A caller's count that
+//     config.json contradicts is an error naming both: transformers reads the folder with config.json's, so
+//     taking the caller's would give a model that computes something else than the folder does.
+// Export writes what GPT2LMHeadModel.from_pretrained loads: model.safetensors with the names above without
+// prefix (as Hugging Face's own GPT-2 checkpoints), Conv1D layout, the V real rows of wte (the padding rows
+// V..Vp-1 are dropped, so config.json's vocab_size is V), F32, no lm_head (tied), __metadata__
+// {"format": "pt", "n_head": "<NH>"} (transformers ignores the metadata), and config.json.
 #pragma once
 #include <string>
 #include <vector>
@@ -33,10 +39,13 @@ struct HfImport {
   std::string summary;  // one line for the user: dtypes, where NH came from, what was skipped
 };
 
-// num_heads: 0 = find it as described above. Throws gpt::Error naming the file and the tensor.
+// path: a folder, a .safetensors file or a sharded index. num_heads: 0 = find it as described above.
+// Throws gpt::Error naming the file and the tensor or field.
 HfImport import_hf_gpt2(const std::string& path, int num_heads = 0);
 
-// Writes units[u] (layout.unit(u).numel floats each) as a Hugging Face GPT-2 model.safetensors, atomically.
-void save_hf_gpt2(const std::string& path, const Layout& layout, const std::vector<const float*>& units);
+// Writes units[u] (layout.unit(u).numel floats each) as a Hugging Face GPT-2 model.safetensors at path and
+// its config.json at config_path, each atomically (io/atomic_file.h), renamed into place one after the other.
+void save_hf_gpt2(const std::string& path, const std::string& config_path, const Layout& layout,
+                  const std::vector<const float*>& units);
 
 }  // namespace gpt

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -54,10 +55,12 @@ void check_import(const gpt::HfImport& a, const std::string& dir) {
   const gpt::GPTConfig& c = a.weights.config;
   for (int64_t i = (int64_t)c.vocab_size * c.channels; i < (int64_t)c.padded_vocab_size * c.channels; i++)
     FUZZ_REQUIRE(a.weights.units[0][i] == 0.0f, "padded wte element ", i, " is not zero");
-  const std::string out = dir + "/export.safetensors";
+  // Exported into a folder of its own: its config.json must not sit beside the next input.
+  const std::string out_dir = dir + "/export", out = out_dir + "/model.safetensors";
+  std::filesystem::create_directories(out_dir);
   gpt::HfImport b;
   try {  // our own export of an accepted model must always import again
-    gpt::save_hf_gpt2(out, layout, ptrs);
+    gpt::save_hf_gpt2(out, out_dir + "/config.json", layout, ptrs);
     b = gpt::import_hf_gpt2(out, c.num_heads);
   } catch (const gpt::Error& e) {
     gpt::fuzz::property_failed(std::string("export -> import failed: ") + e.what());

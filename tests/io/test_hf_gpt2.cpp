@@ -22,6 +22,7 @@
 #include "src/io/safetensors.h"
 #include "tests/common/error_of.h"
 #include "tests/common/harness.h"
+#include "tests/common/hf_hand_files.h"
 #include "tests/common/test_paths.h"
 
 namespace gpt::test {
@@ -138,6 +139,89 @@ TEST(HfImport, HeadsDefaultToCOver64AndTheCallerWins) {
   EXPECT_EQ(b.weights.config.num_heads, 4);
 }
 
+// ---- hub folders: config.json beside the weights, in one file or in shards -------------------------------
+
+// PyTorch's reference (expected.json "hub") for the 4-head model of the hub folders.
+struct Hub {
+  JsonValue expected = parse_json(read_file(fixture("expected.json")), "expected.json");
+  const JsonValue& hub = get(expected, "hub");
+  int B = (int)num(get(expected, "B")), T = (int)num(get(expected, "T"));
+  float loss(const ModelWeights& w) const {
+    const Tokens tok = load_tokens(B, T);
+    Harness h(w.config);
+    h.set_weights(w.units);
+    return h.loss_and_grads(tok.in, tok.tg, B, T);
+  }
+};
+
+class HfHubGolden : public ::testing::TestWithParam<const char*> {};
+
+// C = 64 in 4 heads: C/64 would give 1, only config.json says 4. No head count is passed, as
+// `gpt import --from DIR` without --n-head.
+TEST_P(HfHubGolden, LossMatchesPyTorchWithConfigJsonsHeads) {
+  const Hub ref;
+  const JsonValue& cfg = get(ref.hub, "config");
+  const HfImport r = import_hf_gpt2(fixture(GetParam()));
+  const GPTConfig& c = r.weights.config;
+  EXPECT_EQ(c.num_layers, (int)num(get(cfg, "n_layer")));
+  EXPECT_EQ(c.num_heads, (int)num(get(cfg, "n_head")));
+  EXPECT_EQ(c.num_heads, 4);
+  EXPECT_EQ(c.channels, (int)num(get(cfg, "n_embd")));
+  EXPECT_EQ(c.max_seq_len, (int)num(get(cfg, "n_positions")));
+  EXPECT_EQ(c.vocab_size, (int)num(get(cfg, "vocab_size")));
+  EXPECT_NE(r.summary.find("heads from config.json"), std::string::npos) << r.summary;
+  EXPECT_NE(r.summary.find("config.json agrees"), std::string::npos) << r.summary;
+  for (const JsonValue& p : get(ref.hub, "probes").items) {
+    std::vector<int64_t> idx;
+    for (const JsonValue& i : get(p, "index").items) idx.push_back((int64_t)num(i));
+    EXPECT_EQ(ours_at(r.weights, get(p, "name").text, idx), (float)num(get(p, "value"))) << get(p, "name").text;
+  }
+  const float loss = ref.loss(r.weights);
+  const double want = num(get(ref.hub, "loss"));
+  const double rel = std::fabs(loss - want) / std::fabs(want);
+  std::printf("[ golden ] %s: loss ours %.9f, torch %.9f, relative difference %.3g\n", GetParam(), loss, want, rel);
+  EXPECT_LE(rel, 1e-5) << "ours " << loss << " torch " << want;
+}
+
+INSTANTIATE_TEST_SUITE_P(Sources, HfHubGolden,
+                         ::testing::Values("hub_gpt2_h4", "hub_gpt2_h4/model.safetensors", "hub_gpt2_h4_sharded",
+                                           "hub_gpt2_h4_sharded/model.safetensors.index.json"));
+
+TEST(HfHub, ShardsGiveTheWeightsOfTheOneFile) {
+  const HfImport a = import_hf_gpt2(fixture("hub_gpt2_h4")), b = import_hf_gpt2(fixture("hub_gpt2_h4_sharded"));
+  EXPECT_NE(b.summary.find("F16 weights in 2 shards"), std::string::npos) << b.summary;
+  EXPECT_NE(b.summary.find("'transformer.' prefix"), std::string::npos) << b.summary;
+  EXPECT_TRUE(b.weights.config == a.weights.config);
+  ASSERT_EQ(b.weights.units.size(), a.weights.units.size());
+  for (size_t u = 0; u < a.weights.units.size(); u++)
+    EXPECT_TRUE(b.weights.units[u] == a.weights.units[u]) << "unit " << u;
+}
+
+// Without its config.json the same file falls back to C/64 = 1 head, and its loss is then PyTorch's loss for
+// one head, far from the model's own: what config.json is read for.
+TEST(HfHub, WithoutConfigJsonTheHeadsAreCOver64) {
+  const Hub ref;
+  const std::string path = scratch_dir() + "/model.safetensors";
+  const std::string bytes = read_file(fixture("hub_gpt2_h4/model.safetensors"));
+  write_file_atomic(path, bytes.data(), bytes.size());
+  const HfImport r = import_hf_gpt2(path);
+  EXPECT_EQ(r.weights.config.num_heads, 1);
+  EXPECT_NE(r.summary.find("heads = C/64, no config.json"), std::string::npos) << r.summary;
+  const double loss = ref.loss(r.weights), one = num(get(ref.hub, "loss_one_head")), four = num(get(ref.hub, "loss"));
+  EXPECT_LE(std::fabs(loss - one) / one, 1e-5) << loss << " vs " << one;
+  EXPECT_GT(std::fabs(loss - four) / four, 1e-3) << loss << " vs " << four;
+}
+
+TEST(HfHub, AHeadCountThatConfigJsonContradictsIsAnError) {
+  const HfImport r = import_hf_gpt2(fixture("hub_gpt2_h4"), 4);
+  EXPECT_EQ(r.weights.config.num_heads, 4);
+  EXPECT_NE(r.summary.find("heads given, as config.json says"), std::string::npos) << r.summary;
+  const std::string msg = error_of([] { import_hf_gpt2(fixture("hub_gpt2_h4"), 2); });
+  EXPECT_MSG(msg, "the number of heads given (--n-head 2) contradicts " + fixture("hub_gpt2_h4") +
+                      "/config.json: \"n_head\" is 4");
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+}
+
 // ---- export ------------------------------------------------------------------------------------------
 
 std::vector<const float*> ptrs(const ModelWeights& w) {
@@ -149,7 +233,7 @@ std::vector<const float*> ptrs(const ModelWeights& w) {
 TEST(HfExport, RoundTripGivesIdenticalWeights) {
   const std::string dir = scratch_dir();
   const HfImport a = import_hf_gpt2(fixture("model_fp32.safetensors"), 2);
-  save_hf_gpt2(dir + "/a.safetensors", Layout(a.weights.config), ptrs(a.weights));
+  save_hf_gpt2(dir + "/a.safetensors", dir + "/config.json", Layout(a.weights.config), ptrs(a.weights));
   const HfImport b = import_hf_gpt2(dir + "/a.safetensors");  // n_head from the exported metadata
   EXPECT_TRUE(b.weights.config == a.weights.config);
   ASSERT_EQ(b.weights.units.size(), a.weights.units.size());
@@ -158,16 +242,16 @@ TEST(HfExport, RoundTripGivesIdenticalWeights) {
     EXPECT_EQ(std::memcmp(b.weights.units[u].data(), a.weights.units[u].data(), a.weights.units[u].size() * 4), 0)
         << "unit " << u;
   }
-  save_hf_gpt2(dir + "/b.safetensors", Layout(b.weights.config), ptrs(b.weights));
+  save_hf_gpt2(dir + "/b.safetensors", dir + "/config.json", Layout(b.weights.config), ptrs(b.weights));
   EXPECT_TRUE(read_file(dir + "/a.safetensors") == read_file(dir + "/b.safetensors")) << "export is deterministic";
 }
 
 TEST(HfExport, FileHoldsHuggingFacesTensors) {
   // Every tensor of the export must be the fixture's tensor of the same name (written by PyTorch in
   // Hugging Face's layout) byte for byte; the fixture's extra tensors are only the attention buffers.
-  const std::string out = scratch_dir() + "/e.safetensors";
+  const std::string dir = scratch_dir(), out = dir + "/e.safetensors";
   const HfImport a = import_hf_gpt2(fixture("model_fp32.safetensors"), 2);
-  save_hf_gpt2(out, Layout(a.weights.config), ptrs(a.weights));
+  save_hf_gpt2(out, dir + "/config.json", Layout(a.weights.config), ptrs(a.weights));
   SafetensorsReader got(out), ref(fixture("model_fp32.safetensors"));
   ASSERT_NE(got.find_metadata("format"), nullptr);
   EXPECT_EQ(*got.find_metadata("format"), "pt");
@@ -196,58 +280,6 @@ TEST(HfExport, FileHoldsHuggingFacesTensors) {
 }
 
 // ---- bad files: a tiny GPT-2 written here by hand -------------------------------------------------------
-
-struct HandTensor {
-  std::string name, dtype;
-  std::vector<int64_t> shape;
-};
-
-// Hugging Face's tensors for L layers of width C (maxT 4, V 10), all F32.
-std::vector<HandTensor> hf_tensors(int L, int C) {
-  std::vector<HandTensor> t = {{"wte.weight", "F32", {10, C}}, {"wpe.weight", "F32", {4, C}}};
-  for (int l = 0; l < L; l++) {
-    const std::string p = "h." + std::to_string(l) + ".";
-    for (auto& [n, s] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
-             {"ln_1.weight", {C}}, {"ln_1.bias", {C}}, {"attn.c_attn.weight", {C, 3 * C}}, {"attn.c_attn.bias", {3 * C}},
-             {"attn.c_proj.weight", {C, C}}, {"attn.c_proj.bias", {C}}, {"ln_2.weight", {C}}, {"ln_2.bias", {C}},
-             {"mlp.c_fc.weight", {C, 4 * C}}, {"mlp.c_fc.bias", {4 * C}}, {"mlp.c_proj.weight", {4 * C, C}},
-             {"mlp.c_proj.bias", {C}}})
-      t.push_back({p + n, "F32", s});
-  }
-  t.push_back({"ln_f.weight", "F32", {C}});
-  t.push_back({"ln_f.bias", "F32", {C}});
-  return t;
-}
-
-// Writes the tensors by hand from the format's specification; tensor j element i holds j + i / 1024
-// (F32), or 0 in other dtypes. meta: the __metadata__ members as raw JSON text.
-std::string write_hand(const std::string& path, const std::vector<HandTensor>& ts, const std::string& meta) {
-  std::string header = "{\"__metadata__\":{" + meta + "}", data;
-  for (size_t j = 0; j < ts.size(); j++) {
-    int64_t n = 1;
-    for (int64_t d : ts[j].shape) n *= d;
-    const size_t begin = data.size();
-    const size_t elem = ts[j].dtype == "F32" || ts[j].dtype == "I32" ? 4 : ts[j].dtype == "I64" ? 8 : 2;
-    for (int64_t i = 0; i < n; i++) {
-      if (ts[j].dtype == "F32") {
-        const float v = (float)j + (float)i / 1024.0f;
-        data.append(reinterpret_cast<const char*>(&v), 4);
-      } else {
-        data.append(elem, '\0');
-      }
-    }
-    std::string shape;
-    for (int64_t d : ts[j].shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
-    header += ",\"" + ts[j].name + "\":{\"dtype\":\"" + ts[j].dtype + "\",\"shape\":[" + shape +
-              "],\"data_offsets\":[" + std::to_string(begin) + "," + std::to_string(data.size()) + "]}";
-  }
-  header += "}";
-  std::string bytes(8, '\0');
-  for (int i = 0; i < 8; i++) bytes[i] = (char)((uint64_t)header.size() >> (8 * i));
-  bytes += header + data;
-  write_file_atomic(path, bytes.data(), bytes.size());
-  return path;
-}
 
 const char* kHeads = "\"n_head\":\"2\"";
 
