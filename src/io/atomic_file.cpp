@@ -135,7 +135,7 @@ std::string read_file(const std::string& path) {
   return out;
 }
 
-std::vector<std::string> glob_files(const std::string& pattern, const std::string& flag_name) {
+std::vector<std::string> glob_matches(const std::string& pattern, const std::string& flag_name) {
   GPT_CHECK(!pattern.empty(), flag_name, ": empty file pattern");
   glob_t g;
   std::memset(&g, 0, sizeof g);
@@ -146,8 +146,13 @@ std::vector<std::string> glob_files(const std::string& pattern, const std::strin
   ::globfree(&g);
   GPT_CHECK(rc != GLOB_NOSPACE && rc != GLOB_ABORTED, flag_name, ": cannot read the files of pattern '",
             pattern, "'");
-  GPT_CHECK(!files.empty(), flag_name, ": no file matches '", pattern, "'");
   std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::vector<std::string> glob_files(const std::string& pattern, const std::string& flag_name) {
+  std::vector<std::string> files = glob_matches(pattern, flag_name);
+  GPT_CHECK(!files.empty(), flag_name, ": no file matches '", pattern, "'");
   return files;
 }
 

@@ -36,6 +36,9 @@ void check_writable(const std::string& flag, const std::string& path);
 std::string read_file(const std::string& path);
 // CRC-32 (IEEE) continuing from `crc` (start with 0).
 uint32_t crc32_update(uint32_t crc, const void* data, size_t bytes);
+// Sorted list of files matching a glob pattern, possibly none; throws gpt::Error naming the flag when the
+// pattern is empty or its directories cannot be read.
+std::vector<std::string> glob_matches(const std::string& pattern, const std::string& flag_name);
 // Sorted list of files matching a glob pattern; throws gpt::Error naming the flag when nothing matches.
 std::vector<std::string> glob_files(const std::string& pattern, const std::string& flag_name);
 

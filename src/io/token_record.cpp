@@ -2,9 +2,6 @@
 // hand-edited one must stop the command with a line naming the file, never be half-believed.
 #include "src/io/token_record.h"
 
-#include <glob.h>
-
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -57,17 +54,6 @@ std::string string_member(const std::map<std::string, const JsonValue*>& m, cons
   return v.text;
 }
 
-// Paths matching a glob, or none (no error: the data loader reports a pattern that matches nothing).
-std::vector<std::string> matches(const std::string& pattern) {
-  glob_t g;
-  std::memset(&g, 0, sizeof g);
-  std::vector<std::string> files;
-  if (::glob(pattern.c_str(), 0, nullptr, &g) == 0)
-    for (size_t i = 0; i < g.gl_pathc; i++) files.emplace_back(g.gl_pathv[i]);
-  ::globfree(&g);
-  return files;
-}
-
 }  // namespace
 
 std::string TokenRecord::describe() const {
@@ -118,7 +104,8 @@ TokenRecord read_token_record(const std::string& path) {
 std::optional<TokenRecord> find_token_record(const std::string& pattern, const std::string& flag) {
   if (pattern.empty()) return std::nullopt;
   std::set<std::string> dirs;
-  for (const auto& file : matches(pattern)) dirs.insert(fs::path(file).parent_path().string());
+  // No match is no error here: the data loader reports a pattern that matches nothing.
+  for (const auto& file : glob_matches(pattern, flag)) dirs.insert(fs::path(file).parent_path().string());
   std::optional<TokenRecord> found;
   for (const auto& dir : dirs) {
     const std::string path = token_record_path(dir.empty() ? "." : dir);
