@@ -23,7 +23,7 @@ struct PeakSchedule {
   double first_gap_s = 0;  // the pause before the second burst; each later pause doubles
   double burst_s = 0;      // a burst times products until this long has passed (at least 2, at most 8)
 };
-// Pauses 10, 20, ..., 320 ms: the bursts span ~0.8 s (~0.15 s of it computing).
+// Pauses 10, 20, ..., 320 ms: the bursts span ~0.8 s on a quiet host (slow products stretch it).
 constexpr PeakSchedule kStartupPeak{7, 0.01, 0.02};
 // After a step ran faster than the peak (src/runtime/mfu_meter.h): pauses up to 1.28 s, a ~2.8 s span.
 constexpr PeakSchedule kRemeasurePeak{9, 0.01, 0.02};
