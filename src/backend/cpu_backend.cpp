@@ -1,7 +1,7 @@
 // The CPU backend: fp32 compute in ordinary RAM. "Device" and "host" allocations are both 64-byte aligned
 // heap memory but go to separate ledger domains, so offload is measured on CPU too. Copies are memcpy,
 // synchronize is a no-op (every op has finished when it returns), and each op forwards to kernels/cpu.
-// The peak for MFU is this CPU's measured sgemm rate, measured on first request and kept.
+// The peak for MFU is this CPU's measured sgemm rate, measured on first request and kept (peak_flops.h).
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -31,8 +31,13 @@ class CpuBackend : public Backend {
   DeviceKind kind() const override { return DeviceKind::cpu; }
   DType compute_dtype() const override { return DType::F32; }
   PeakFlops peak_flops() const override {
-    if (!peak_) peak_ = measure_cpu_peak_flops();
+    if (!peak_) peak_ = measure_cpu_peak_flops(kStartupPeak);
     return *peak_;
+  }
+  PeakFlops remeasure_peak_flops() override {
+    const PeakFlops fresh = measure_cpu_peak_flops(kRemeasurePeak);
+    if (!peak_ || fresh.flops > peak_->flops) peak_ = fresh;
+    return fresh;
   }
 
   void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }

@@ -24,8 +24,10 @@
 #include "src/core/check.h"
 #include "src/dist/comm_ledger.h"
 #include "src/io/atomic_file.h"
+#include "src/io/json_min.h"
 #include "src/plan/collectives.h"
 #include "src/plan/hardware.h"
+#include "src/runtime/peak_cache.h"
 #include "src/util/log.h"
 
 namespace gpt {
@@ -342,11 +344,28 @@ MeasuredNetwork measure_network(Communicator& world, bool quick, std::string* ra
   return m;
 }
 
+// The peak for MFU, measured as a run's start-up measures it (every rank at once, src/backend/peak_flops.h)
+// but over the longest span, for the cache (src/runtime/peak_cache.h); rank 0's is the one kept.
+CachedPeak measure_mfu_peak(Communicator& world, bool quick) {
+  world.barrier();
+  const BurstPeak b = measure_burst_peak(quick ? kStartupPeak : kCalibratePeak, sgemm_probe());
+  CachedPeak c;
+  c.key = this_cpu_peak_key();
+  c.flops = b.flops;
+  c.bursts = b.bursts;
+  c.span_s = b.span_s;
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+  c.measured = date;
+  return c;
+}
+
 HardwareSpec new_cpu_file(int cores, const ComputeProfile& prof);
 void merge_measurement(HardwareSpec& h, const ComputeProfile& prof, int N, const MeasuredNetwork& net,
                        const std::string& raw);
 void print_calibration(const std::string& out, int N, int threads, double seconds, const ComputeProfile& prof,
-                       const MeasuredNetwork& net, bool json);
+                       const MeasuredNetwork& net, bool json, const CachedPeak& peak, const std::string& cache);
 
 }  // namespace
 
@@ -375,6 +394,7 @@ void run_calibration(Communicator& world, const std::string& out, bool quick, bo
   log_rank0(world, "calibrating ", N, " rank(s) x ", threads, " thread(s) on ", cores, " cores",
             quick ? " (quick)" : "", "...");
   ComputeProfile prof = measure_compute(world, quick, threads);
+  const CachedPeak peak = measure_mfu_peak(world, quick);
   MeasuredNetwork net;
   std::string raw;
   if (N > 1) net = measure_network(world, quick, &raw);
@@ -392,7 +412,10 @@ void run_calibration(Communicator& world, const std::string& out, bool quick, bo
   const std::string text = hardware_to_json(h);
   parse_hardware(text, out);  // what we write must read back
   write_file_atomic(out, text.data(), text.size());
-  print_calibration(out, N, threads, now_seconds() - t0, prof, net, json);
+  const std::string cache = peak_cache_file();
+  const std::string note = write_cached_peak(cache, peak);
+  if (!note.empty()) std::fprintf(stderr, "warning: %s\n", note.c_str());
+  print_calibration(out, N, threads, now_seconds() - t0, prof, net, json, peak, cache);
 }
 
 namespace {
@@ -446,11 +469,13 @@ void merge_measurement(HardwareSpec& h, const ComputeProfile& prof, int N, const
 }
 
 void print_calibration(const std::string& out, int N, int threads, double seconds, const ComputeProfile& prof,
-                       const MeasuredNetwork& net, bool json) {
+                       const MeasuredNetwork& net, bool json, const CachedPeak& peak, const std::string& cache) {
   if (json) {
     std::printf("{\"calibrated\": \"%s\", \"ranks\": %d, \"threads\": %d, \"peak_gflops\": %.2f, \"stream_gbps\": %.2f, "
-                "\"seconds\": %.1f}\n",
-                out.c_str(), N, threads, prof.gemm.max_y() / 1e9, prof.stream.max_y() / 1e9, seconds);
+                "\"seconds\": %.1f, \"mfu_peak_gflops\": %.2f, \"mfu_peak_bursts\": %d, \"mfu_peak_span_s\": %.2f, "
+                "\"peak_cache\": %s}\n",
+                out.c_str(), N, threads, prof.gemm.max_y() / 1e9, prof.stream.max_y() / 1e9, seconds, peak.flops / 1e9,
+                peak.bursts, peak.span_s, json_quote(cache).c_str());
   } else {
     std::printf("calibrated %d rank(s) x %d thread(s) in %.1f s: sgemm up to %.1f GFLOP/s, stream up to %.2f GB/s, "
                 "memcpy up to %.2f GB/s\n",
@@ -462,6 +487,8 @@ void print_calibration(const std::string& out, int N, int threads, double second
                   N, net.links.all_gather.bandwidth / 1e9, net.links.all_gather.latency * 1e6,
                   net.links.reduce_scatter.bandwidth / 1e9, net.links.reduce_scatter.latency * 1e6,
                   net.links.all_reduce.bandwidth / 1e9, net.links.all_reduce.latency * 1e6);
+    std::printf("peak for MFU: %.1f GFLOP/s per rank (sgemm, best of %d bursts over %.2f s), cached in %s\n",
+                peak.flops / 1e9, peak.bursts, peak.span_s, cache.c_str());
     std::printf("wrote %s\n", out.c_str());
   }
   std::fflush(stdout);

@@ -65,7 +65,7 @@ static BenchResult bench_once(TrainOptions o, Communicator& world) {
   r.ms_min = ms.front();
   r.ms_max = ms.back();
   r.tokens_per_s = t.options().total_batch / (r.ms / 1e3);
-  r.mfu = r.tokens_per_s * t.flops_per_token() / (t.peak_flops() * world.world());
+  r.mfu = t.mfu_at(r.tokens_per_s);  // the median step: at most the fastest, which the peak already covers
   r.peak_device_bytes = t.backend().ledger().peak_total(MemDomain::device);
   r.peak_host_bytes = t.backend().ledger().peak_total(MemDomain::host);
   r.peak_device_mib = r.peak_device_bytes / 1048576.0;
@@ -119,7 +119,17 @@ int cmd_bench(int argc, char** argv, Communicator& world) {
                 "gpt bench --encode FILE: GPT-2 tokenizer encode MB/s (cold and warm cache)\n"
                 "gpt bench --calibrate --out FILE [--quick]: measure this machine into a hardware file for\n"
                 "  gpt memplan --time (sgemm, streaming and copy rates; run it without mpirun first, then with\n"
-                "  mpirun -n R for each rank count R: that adds R ranks' rates and MPI collective fits)\n%s%s",
+                "  mpirun -n R for each rank count R: that adds R ranks' rates and MPI collective fits); it also\n"
+                "  measures the peak for MFU and caches it (below)\n"
+                "MFU's peak on the CPU is a measured rate: the best 768^3 fp32 sgemm of bursts spread over ~0.8 s by\n"
+                "  doubling pauses at start-up (a slow instant of the host decides it only if it lasts the whole\n"
+                "  span), or the calibration of gpt bench --calibrate (~5.7 s span) cached in cpu_peak.json under\n"
+                "  $GPT_CACHE_DIR, else $XDG_CACHE_HOME/gpt, else ~/.cache/gpt, per CPU model, OpenBLAS threads\n"
+                "  and OpenBLAS kernels (OPENBLAS_CORETYPE or what OpenBLAS picked); rerun --calibrate to refresh\n"
+                "  it, delete the file to forget it; a corrupt file is an error naming it. --peak-tflops overrides.\n"
+                "  A step faster than the peak has it measured again (one line on stderr) and, if the step is\n"
+                "  still faster, the step's own rate is the peak from then on: the highest rate measured on this\n"
+                "  machine, so MFU never reads above 100%%\n%s%s",
                 kModelFlagsHelp, kTrainFlagsHelp);
     return 0;
   }

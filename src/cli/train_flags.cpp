@@ -47,7 +47,8 @@ const char* kTrainFlagsHelp =
     "  --val-every N  --val-batches N (8)  --sample-every N  --sample-tokens N (64)  --temperature F (1)  --top-k K (0)\n"
     "  --tokenizer byte|gpt2|auto|none  for samples (default: the data's record, else by --vocab; none: no samples)\n"
     "  --data-dir DIR (found next to the binary)  --metrics FILE.jsonl  --trace FILE.json\n"
-    "  --peak-tflops F      peak for MFU (default: cuda the GPU's dense bf16 peak, 989 on H100/H200 SXM; cpu measured sgemm)\n"
+    "  --peak-tflops F      peak for MFU (default: cuda the GPU's dense bf16 peak, 989 on H100/H200 SXM; cpu measured sgemm,\n"
+    "                       see gpt bench --help); a step faster than it becomes the peak\n"
     "  --max-bad-steps N    consecutive non-finite steps before stopping (10)   --quiet\n"
     "  --no-preflight       skip the check that the run fits in memory before it allocates\n"
     "  --timeout S          end the job when a rank makes no progress for S seconds (900; 0 = never)\n";

@@ -11,6 +11,7 @@
 
 #include "src/core/check.h"
 #include "src/io/atomic_file.h"
+#include "src/io/json_fields.h"
 #include "src/io/json_min.h"
 
 namespace gpt {
@@ -47,78 +48,10 @@ const std::vector<std::string>& kernel_families() {
 
 namespace {
 
-// Reads one JSON object, remembering which members were read so that the rest can be reported.
-class Obj {
+// Reads one JSON object of a hardware file (src/io/json_fields.h), plus its rate curves.
+class Obj : public JsonFields {
  public:
-  Obj(const JsonValue& v, std::string path, const std::string& file) : v_(v), path_(std::move(path)), file_(file) {
-    GPT_CHECK(v.kind == JsonValue::Kind::object, file_, ": field ", where(), ": expected an object, got ",
-              v.kind_name());
-  }
-  const JsonValue* get(const std::string& key) {
-    seen_.insert(key);
-    const JsonValue* found = nullptr;
-    for (const auto& [k, val] : v_.members) {
-      if (k != key) continue;
-      GPT_CHECK(!found, file_, ": field ", field(key), ": given twice");
-      found = &val;
-    }
-    return found;
-  }
-  const JsonValue& need(const std::string& key) {
-    const JsonValue* v = get(key);
-    GPT_CHECK(v, file_, ": field ", field(key), ": missing");
-    return *v;
-  }
-  // Every member must have been asked for.
-  void finish() const {
-    for (const auto& [k, val] : v_.members)
-      GPT_CHECK(seen_.count(k), file_, ": field ", field(k), ": unknown field");
-  }
-  std::string field(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
-  std::string where() const { return path_.empty() ? std::string("(top level)") : path_; }
-  const std::string& file() const { return file_; }
-
-  double num(const std::string& key, double def, double lo, double hi) {
-    const JsonValue* v = get(key);
-    return v ? number(*v, field(key), lo, hi) : def;
-  }
-  double need_num(const std::string& key, double lo, double hi) { return number(need(key), field(key), lo, hi); }
-  std::string text(const std::string& key, const std::string& def) {
-    const JsonValue* v = get(key);
-    if (!v) return def;
-    GPT_CHECK(v->kind == JsonValue::Kind::string, file_, ": field ", field(key), ": expected a string, got ",
-              v->kind_name());
-    return v->text;
-  }
-  bool boolean(const std::string& key, bool def) {
-    const JsonValue* v = get(key);
-    if (!v) return def;
-    GPT_CHECK(v->kind == JsonValue::Kind::boolean, file_, ": field ", field(key), ": expected true or false, got ",
-              v->kind_name());
-    return v->boolean;
-  }
-  std::vector<std::string> strings(const std::string& key) {
-    std::vector<std::string> out;
-    const JsonValue* v = get(key);
-    if (!v) return out;
-    GPT_CHECK(v->kind == JsonValue::Kind::array, file_, ": field ", field(key), ": expected an array of strings, got ",
-              v->kind_name());
-    for (size_t i = 0; i < v->items.size(); i++) {
-      GPT_CHECK(v->items[i].kind == JsonValue::Kind::string, file_, ": field ", field(key), "[", i,
-                "]: expected a string, got ", v->items[i].kind_name());
-      out.push_back(v->items[i].text);
-    }
-    return out;
-  }
-
-  double number(const JsonValue& v, const std::string& path, double lo, double hi) const {
-    GPT_CHECK(v.kind == JsonValue::Kind::number, file_, ": field ", path, ": expected a number, got ", v.kind_name());
-    char* end = nullptr;
-    const double x = std::strtod(v.text.c_str(), &end);
-    GPT_CHECK(end && *end == '\0' && std::isfinite(x), file_, ": field ", path, ": not a finite number: ", v.text);
-    GPT_CHECK(x >= lo && x <= hi, file_, ": field ", path, ": ", v.text, " is outside [", lo, ", ", hi, "]");
-    return x;
-  }
+  using JsonFields::JsonFields;
 
   // A curve: a positive number (flat), or [[x, y], ...] with x > 0 increasing and y > 0.
   RateCurve curve(const std::string& key, bool required) {
@@ -128,30 +61,24 @@ class Obj {
     const std::string path = field(key);
     if (v->kind == JsonValue::Kind::number) {
       c.points.push_back({1.0, number(*v, path, 1e-300, 1e300)});
-      GPT_CHECK(c.points[0].second > 0, file_, ": field ", path, ": expected a positive number, got ", v->text);
+      GPT_CHECK(c.points[0].second > 0, file(), ": field ", path, ": expected a positive number, got ", v->text);
       return c;
     }
-    GPT_CHECK(v->kind == JsonValue::Kind::array && !v->items.empty(), file_, ": field ", path,
+    GPT_CHECK(v->kind == JsonValue::Kind::array && !v->items.empty(), file(), ": field ", path,
               ": expected a positive number or a non-empty array of [x, y] pairs, got ", v->kind_name());
     for (size_t i = 0; i < v->items.size(); i++) {
       const JsonValue& p = v->items[i];
       const std::string pp = str(path, "[", i, "]");
-      GPT_CHECK(p.kind == JsonValue::Kind::array && p.items.size() == 2, file_, ": field ", pp,
+      GPT_CHECK(p.kind == JsonValue::Kind::array && p.items.size() == 2, file(), ": field ", pp,
                 ": expected an [x, y] pair");
       const double x = number(p.items[0], pp + "[0]", 0, 1e300), y = number(p.items[1], pp + "[1]", 0, 1e300);
-      GPT_CHECK(x > 0 && y > 0, file_, ": field ", pp, ": x and y must be positive, got [", x, ", ", y, "]");
-      GPT_CHECK(c.points.empty() || x > c.points.back().first, file_, ": field ", pp,
+      GPT_CHECK(x > 0 && y > 0, file(), ": field ", pp, ": x and y must be positive, got [", x, ", ", y, "]");
+      GPT_CHECK(c.points.empty() || x > c.points.back().first, file(), ": field ", pp,
                 ": x must increase along the curve (", x, " after ", c.points.back().first, ")");
       c.points.push_back({x, y});
     }
     return c;
   }
-
- private:
-  const JsonValue& v_;
-  std::string path_;
-  const std::string& file_;
-  std::set<std::string> seen_;
 };
 
 Link read_link(Obj& o, const std::string& bw_key) {

@@ -5,6 +5,7 @@
 
 #include "src/core/check.h"
 #include "src/dist/collective_check.h"
+#include "src/runtime/peak_cache.h"
 #ifdef GPT_WITH_NCCL
 #include "src/dist/comm_nccl.h"
 #endif
@@ -59,7 +60,17 @@ Runtime make_runtime(Communicator& world, const std::string& device, const std::
 
 PeakFlops mfu_peak(const Backend& backend, double peak_tflops) {
   if (peak_tflops > 0) return {peak_tflops * 1e12, "--peak-tflops"};
+  if (backend.kind() == DeviceKind::cpu) {
+    const std::string file = peak_cache_file();
+    if (const std::optional<CachedPeak> e = read_cached_peak(file, this_cpu_peak_key())) return cached_peak_flops(*e, file);
+  }
   return backend.peak_flops();
+}
+
+MfuMeter make_mfu_meter(Backend& backend, double peak_tflops, MfuMeter::Report report) {
+  MfuMeter::Remeasure again;
+  if (!(peak_tflops > 0)) again = [&backend] { return backend.remeasure_peak_flops(); };
+  return MfuMeter(mfu_peak(backend, peak_tflops), std::move(again), std::move(report));
 }
 
 }  // namespace gpt

@@ -11,6 +11,7 @@
 
 #include "src/backend/backend.h"
 #include "src/dist/communicator.h"
+#include "src/runtime/mfu_meter.h"
 
 namespace gpt {
 
@@ -38,7 +39,12 @@ Runtime make_runtime(Communicator& world, const std::string& device, const std::
 // one-line error for an explicit path the backend or the model's head size rules out.
 AttentionPath apply_attention(Backend& backend, const std::string& attention, int C, int NH);
 
-// The peak MFU is measured against: --peak-tflops when given (> 0), else the backend's own.
+// The peak MFU is measured against at the start of a run: --peak-tflops when given (> 0), else on cpu the
+// calibration cached for this CPU, threads and OpenBLAS kernels when there is one (src/runtime/peak_cache.h;
+// a corrupt cache file is an error naming it), else the backend's own.
 PeakFlops mfu_peak(const Backend& backend, double peak_tflops);
+// MFU against that peak, raised by the rule of src/runtime/mfu_meter.h when a step beats it (a measured
+// peak is measured again on `backend`; --peak-tflops is not); `report` gets the one line that says so.
+MfuMeter make_mfu_meter(Backend& backend, double peak_tflops, MfuMeter::Report report);
 
 }  // namespace gpt

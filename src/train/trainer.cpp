@@ -115,7 +115,12 @@ void Trainer::set_schedule() {
 
 void Trainer::start_instruments() {
   if (!opt_.trace_path.empty()) trace::start(opt_.trace_path, world_.rank());  // writable: check_output_paths
-  peak_ = mfu_peak(backend(), opt_.peak_tflops);
+  collective_check(world_, "MFU peak", [&] {  // a corrupt peak cache on one node stops every rank
+    mfu_ = make_mfu_meter(backend(), opt_.peak_tflops, [rank = world_.rank(), n = world_.world()](const std::string& l) {
+      std::fprintf(stderr, "%s%s\n", n > 1 ? str("rank ", rank, ": ").c_str() : "", l.c_str());
+      std::fflush(stderr);
+    });
+  });
   if (!opt_.metrics_path.empty() && world_.rank() == 0) {
     metrics_ = std::fopen(opt_.metrics_path.c_str(), progress_.step > 0 ? "a" : "w");
     GPT_CHECK(metrics_, "--metrics: cannot open ", opt_.metrics_path, " for writing");
@@ -217,9 +222,11 @@ StepStats Trainer::step() {
   progress_.data = train_loader_->position();
   s.ms = (now_seconds() - t0) * 1e3;
   s.tokens_per_s = (double)opt_.total_batch / (s.ms / 1e3);
-  s.mfu = s.tokens_per_s * flops_per_token() / (peak_.flops * world_.world());
+  s.mfu = mfu_at(s.tokens_per_s);
   return s;
 }
+
+double Trainer::mfu_at(double tokens_per_s) { return mfu_.mfu(tokens_per_s * flops_per_token() / world_.world()); }
 
 float Trainer::evaluate(int batches) {
   GPT_CHECK(val_loader_, "eval: --val data is required");

@@ -49,8 +49,11 @@ class Trainer {
   const TrainOptions& options() const { return opt_; }
   const TrainProgress& progress() const { return progress_; }
   double flops_per_token() const;
-  double peak_flops() const { return peak_.flops; }  // per rank, for MFU
-  const PeakFlops& peak() const { return peak_; }    // that peak and where it comes from
+  double peak_flops() const { return mfu_.peak().flops; }  // per rank, for MFU
+  const PeakFlops& peak() const { return mfu_.peak(); }    // that peak and where it comes from
+  // MFU of a run at `tokens_per_s` (all ranks): the one formula (flops_per_token per token, against the
+  // peak per rank) and the one rule that keeps the peak at or above every measured rate (mfu_meter.h).
+  double mfu_at(double tokens_per_s);
   // Test hook: make the next step's loss non-finite (exercises the NaN guard).
   void inject_nonfinite_once() { inject_nan_ = true; }
 
@@ -86,7 +89,7 @@ class Trainer {
   std::string resume_from_;  // --resume: the verified checkpoint directory, or ""
   TrainProgress progress_;
   int accum_ = 1;  // gradient accumulation: micro-steps per optimizer step
-  PeakFlops peak_;
+  MfuMeter mfu_;  // the peak, set in start_instruments
   std::vector<int> inputs_, targets_;  // (B*T) host staging
   FILE* metrics_ = nullptr;
   bool inject_nan_ = false;

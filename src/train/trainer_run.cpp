@@ -33,7 +33,7 @@ void Trainer::print_startup_report() {
             " | gather slots ", opt_.fsdp.gather_slots, opt_.fsdp.no_sync ? " | no-sync" : "", " | reduce ",
             FsdpOptions::reduce_dtype_name(opt_.fsdp.reduce_dtype), " | attention ",
             attention_path_name(backend().attention_path()));
-  log_rank0(world_, "MFU is measured against ", peak_.flops / 1e12, " TFLOP/s per rank (", peak_.source, ")");
+  log_rank0(world_, "MFU is measured against ", peak().flops / 1e12, " TFLOP/s per rank (", peak().source, ")");
   log_rank0(world_, "batch: B=", opt_.B, " T=", opt_.T, " x ", N, " ranks x ", accum_, " accumulation = ",
             opt_.total_batch, " tokens/step | lr ", opt_.lr, " warmup ", opt_.warmup, " | steps ", opt_.steps);
   report_memory();

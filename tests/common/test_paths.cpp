@@ -12,6 +12,26 @@
 
 namespace gpt::test {
 
+// Tests never read or write the user's cache of the CPU peak (src/runtime/peak_cache.h): before any test
+// runs, GPT_CACHE_DIR names a path that cannot exist (/dev/null is not a directory), so every run measures
+// its own peak and the gpt runs of the tests inherit that; a test that writes a cache names its own
+// directory (ScopedEnv).
+[[maybe_unused]] static const bool kNoUserPeakCache = ::setenv("GPT_CACHE_DIR", kNoCacheDir, 1) == 0;
+
+ScopedEnv::ScopedEnv(const std::string& name, const std::string& value) : name_(name) {
+  const char* old = std::getenv(name.c_str());
+  had_ = old != nullptr;
+  if (had_) old_ = old;
+  ::setenv(name.c_str(), value.c_str(), 1);
+}
+
+ScopedEnv::~ScopedEnv() {
+  if (had_)
+    ::setenv(name_.c_str(), old_.c_str(), 1);
+  else
+    ::unsetenv(name_.c_str());
+}
+
 std::string source_dir() { return GPT_SOURCE_DIR; }
 std::string gpt_binary() { return GPT_BINARY; }
 

@@ -4,6 +4,20 @@
 #include <string>
 
 namespace gpt::test {
+// The GPT_CACHE_DIR every test process starts with: no cache can be read or written there.
+constexpr const char* kNoCacheDir = "/dev/null/gpt-tests-name-their-own-cache-dir";
+// Sets an environment variable (seen by this process and the gpt runs it starts) until the end of scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const std::string& name, const std::string& value);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
 std::string source_dir();
 std::string gpt_binary();
 // A fresh, empty directory under this process's scratch root, unique to the calling test; each call
