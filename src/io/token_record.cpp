@@ -3,58 +3,18 @@
 #include "src/io/token_record.h"
 
 #include <filesystem>
-#include <map>
 #include <set>
 #include <vector>
 
 #include "src/core/check.h"
 #include "src/io/atomic_file.h"
+#include "src/io/json_fields.h"
 #include "src/io/json_min.h"
 #include "src/io/tokenizer.h"
 
 namespace gpt {
 
 namespace fs = std::filesystem;
-
-namespace {
-
-// The record's members in the order they are written; all are required.
-const char* const kMembers[] = {"format",       "version",   "tokenizer",    "vocab_size", "eot_token",
-                                "source_bytes", "source_crc32", "documents", "train_tokens", "val_tokens"};
-
-// The members of the record's object by name: each exactly once, none other.
-std::map<std::string, const JsonValue*> members_of(const JsonValue& v, const std::string& path) {
-  GPT_CHECK(v.kind == JsonValue::Kind::object, path, ": expected a JSON object (a tokenizer record), got ",
-            v.kind_name());
-  const std::set<std::string> known(std::begin(kMembers), std::end(kMembers));
-  std::map<std::string, const JsonValue*> m;
-  for (const auto& [name, value] : v.members) {
-    GPT_CHECK(known.count(name), path, ": unexpected member ", json_quote(name), " (a version ",
-              kTokenRecordVersion, " tokenizer record has: format, version, tokenizer, vocab_size, eot_token, "
-              "source_bytes, source_crc32, documents, train_tokens, val_tokens)");
-    GPT_CHECK(m.emplace(name, &value).second, path, ": member ", json_quote(name), " is given twice");
-  }
-  for (const char* name : kMembers) GPT_CHECK(m.count(name), path, ": missing member \"", name, "\"");
-  return m;
-}
-
-uint64_t uint_member(const std::map<std::string, const JsonValue*>& m, const char* name, uint64_t max,
-                     const std::string& path) {
-  const JsonValue& v = *m.at(name);
-  uint64_t x = 0;
-  GPT_CHECK(v.kind == JsonValue::Kind::number && v.as_u64(&x) && x <= max, path, ": \"", name,
-            "\" must be an integer in [0, ", max, "], got ", v.kind == JsonValue::Kind::number ? v.text : v.kind_name());
-  return x;
-}
-
-std::string string_member(const std::map<std::string, const JsonValue*>& m, const char* name,
-                          const std::string& path) {
-  const JsonValue& v = *m.at(name);
-  GPT_CHECK(v.kind == JsonValue::Kind::string, path, ": \"", name, "\" must be a string, got ", v.kind_name());
-  return v.text;
-}
-
-}  // namespace
 
 std::string TokenRecord::describe() const {
   return str(tokenizer, " (", vocab_size, " ids, ", path.empty() ? std::string(kTokenRecordFile) : path, ")");
@@ -74,30 +34,31 @@ void write_token_record(const std::string& dir, const TokenRecord& r) {
 
 TokenRecord read_token_record(const std::string& path) {
   const JsonValue v = parse_json(read_file(path), path);
-  const auto m = members_of(v, path);
-  const std::string format = string_member(m, "format", path);
-  GPT_CHECK(format == kTokenRecordFormat, path, ": \"format\" must be \"", kTokenRecordFormat, "\", got ",
+  JsonFields f(v, "", path);  // every member required, none other, none twice
+  const std::string format = f.need_text("format");
+  GPT_CHECK(format == kTokenRecordFormat, path, ": field format: expected \"", kTokenRecordFormat, "\", got ",
             json_quote(format));
-  const uint64_t version = uint_member(m, "version", 1u << 30, path);
-  GPT_CHECK(version == (uint64_t)kTokenRecordVersion, path, ": version ", version, ", expected ",
-            kTokenRecordVersion, " (written by another gpt; run gpt tokenize again)");
+  const int64_t version = f.need_int("version", 0, 1 << 30);
+  GPT_CHECK(version == kTokenRecordVersion, path, ": version ", version, ", expected ", kTokenRecordVersion,
+            " (written by another gpt; run gpt tokenize again)");
   TokenRecord r;
   r.path = path;
-  r.tokenizer = string_member(m, "tokenizer", path);
+  r.tokenizer = f.need_text("tokenizer");
   TokenizerIds ids;
   GPT_CHECK(tokenizer_ids(r.tokenizer, &ids), path, ": unknown tokenizer ", json_quote(r.tokenizer),
             ", expected \"byte\" or \"gpt2\"");
-  r.vocab_size = (int)uint_member(m, "vocab_size", 1u << 30, path);
+  r.vocab_size = (int)f.need_int("vocab_size", 0, 1 << 30);
   GPT_CHECK(r.vocab_size == ids.vocab_size, path, ": vocab_size ", r.vocab_size, ", but the ", r.tokenizer,
             " tokenizer has ", ids.vocab_size, " ids");
-  r.eot_token = (int)uint_member(m, "eot_token", 1u << 30, path);
+  r.eot_token = (int)f.need_int("eot_token", 0, 1 << 30);
   GPT_CHECK(r.eot_token == ids.eot_token, path, ": eot_token ", r.eot_token, ", but the ", r.tokenizer,
             " tokenizer's end-of-text id is ", ids.eot_token);
-  r.source_bytes = uint_member(m, "source_bytes", UINT64_MAX, path);
-  r.source_crc32 = (uint32_t)uint_member(m, "source_crc32", UINT32_MAX, path);
-  r.documents = uint_member(m, "documents", UINT64_MAX, path);
-  r.train_tokens = uint_member(m, "train_tokens", UINT64_MAX, path);
-  r.val_tokens = uint_member(m, "val_tokens", UINT64_MAX, path);
+  r.source_bytes = (uint64_t)f.need_int("source_bytes", 0, INT64_MAX);
+  r.source_crc32 = (uint32_t)f.need_int("source_crc32", 0, UINT32_MAX);
+  r.documents = (uint64_t)f.need_int("documents", 0, INT64_MAX);
+  r.train_tokens = (uint64_t)f.need_int("train_tokens", 0, INT64_MAX);
+  r.val_tokens = (uint64_t)f.need_int("val_tokens", 0, INT64_MAX);
+  f.finish();
   return r;
 }
 

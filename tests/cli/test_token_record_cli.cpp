@@ -135,7 +135,7 @@ TEST(TokenRecordCli, CorruptRecordsAreOneLineErrorsNamingTheFile) {
       {record_json("bytes", 257, 256), rec + ": unknown tokenizer \"bytes\", expected \"byte\" or \"gpt2\""},
       {record_json("byte", 256, 256), rec + ": vocab_size 256, but the byte tokenizer has 257 ids"},
       {record_json("byte", 257, 0), rec + ": eot_token 0, but the byte tokenizer's end-of-text id is 256"},
-      {"{\"format\": \"gpt-tokenizer-record\", \"version\": 1}", rec + ": missing member \"tokenizer\""},
+      {"{\"format\": \"gpt-tokenizer-record\", \"version\": 1}", rec + ": field tokenizer: missing"},
   };
   for (const auto& [text, expected] : cases) {
     spit(rec, text);

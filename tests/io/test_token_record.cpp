@@ -155,24 +155,25 @@ TEST(TokenRecord, CorruptRecordsAreOneLineErrorsNamingTheFile) {
   };
   const std::vector<std::pair<std::string, std::string>> cases = {
       {good.substr(0, good.size() - 1), "byte "},                       // truncated: the JSON reader's offset
-      {"[1, 2]", "expected a JSON object"},
+      {"[1, 2]", "expected an object, got an array"},
       {"", "byte 0"},
-      {without("vocab_size"), "missing member \"vocab_size\""},
-      {without("eot_token"), "missing member \"eot_token\""},
-      {without("tokenizer"), "missing member \"tokenizer\""},
+      {without("vocab_size"), "field vocab_size: missing"},
+      {without("eot_token"), "field eot_token: missing"},
+      {without("tokenizer"), "field tokenizer: missing"},
       {replaced("\"byte\"", "\"bpe\""), "unknown tokenizer \"bpe\", expected \"byte\" or \"gpt2\""},
       {replaced("\"byte\"", "\"by\\nte\""), "unknown tokenizer \"by\\u000ate\""},  // quoted: still one line
-      {replaced("\"byte\"", "7"), "\"tokenizer\" must be a string, got a number"},
+      {replaced("\"byte\"", "7"), "field tokenizer: expected a string, got a number"},
       {replaced("257", "50257"), "vocab_size 50257, but the byte tokenizer has 257 ids"},
       {replaced("256", "0"), "eot_token 0, but the byte tokenizer's end-of-text id is 256"},
-      {replaced("257", "-1"), "\"vocab_size\" must be an integer in [0, "},
-      {replaced("257", "257.0"), "\"vocab_size\" must be an integer"},
-      {replaced("257", "\"257\""), "\"vocab_size\" must be an integer in [0, 1073741824], got a string"},
+      {replaced("257", "-1"), "field vocab_size: expected a non-negative integer, got -1"},
+      {replaced("257", "257.0"), "field vocab_size: expected a non-negative integer, got 257.0"},
+      {replaced("257", "\"257\""), "field vocab_size: expected a non-negative integer, got a string"},
       {replaced("\"version\": 1", "\"version\": 2"), "version 2, expected 1"},
-      {replaced("gpt-tokenizer-record", "meta"), "\"format\" must be \"gpt-tokenizer-record\", got \"meta\""},
-      {replaced("\"documents\"", "\"docs\""), "unexpected member \"docs\""},
-      {replaced("\"documents\": 1", "\"documents\": 1, \"documents\": 1"), "member \"documents\" is given twice"},
-      {replaced("3421780262", "4294967296"), "\"source_crc32\" must be an integer in [0, 4294967295]"},
+      {replaced("gpt-tokenizer-record", "meta"), "field format: expected \"gpt-tokenizer-record\", got \"meta\""},
+      {replaced("\"documents\"", "\"docs\""), "field documents: missing"},
+      {replaced("\"documents\": 1", "\"documents\": 1, \"docs\": 2"), "field docs: unknown field"},
+      {replaced("\"documents\": 1", "\"documents\": 1, \"documents\": 1"), "field documents: given twice"},
+      {replaced("3421780262", "4294967296"), "field source_crc32: 4294967296 is outside [0, 4294967295]"},
   };
   for (const auto& [text, expected] : cases) {
     spit(path, text);
