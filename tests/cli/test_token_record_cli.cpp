@@ -19,16 +19,6 @@ namespace fs = std::filesystem;
 
 const char* kShape = "--n-layer 1 --n-head 2 --d-model 32 --seq-len 32 -B 2 -T 32 ";
 
-void spit(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out << bytes;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 // V from an llm.c model file's header.
 int model_vocab(const std::string& path) {
   const std::string b = slurp(path);

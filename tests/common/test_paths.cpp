@@ -104,7 +104,7 @@ void expect_gpt_error(const std::string& args, const std::string& needle) {
   EXPECT_NE(r.out.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.out;
 }
 
-std::string read_log(const std::string& path) {
+std::string slurp(const std::string& path) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return "";
   std::string out;
@@ -113,6 +113,13 @@ std::string read_log(const std::string& path) {
   while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
   std::fclose(f);
   return out;
+}
+
+void spit(const std::string& path, const std::string& bytes) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr) << "cannot write " << path;
+  EXPECT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size()) << path;
+  std::fclose(f);
 }
 
 }  // namespace gpt::test

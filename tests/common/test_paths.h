@@ -38,6 +38,10 @@ struct CliResult {
 CliResult run_gpt(const std::string& args);
 // Expects a non-zero exit (not a signal) whose output is one "error:" line mentioning `needle`.
 void expect_gpt_error(const std::string& args, const std::string& needle);
+// Contents of a file, or "" when it does not exist (read by the tests themselves, not by the program's reader).
+std::string slurp(const std::string& path);
+// Writes `bytes` to a file, replacing it: fixtures the tests make by hand, damaged ones included.
+void spit(const std::string& path, const std::string& bytes);
 // Contents of a log file, or "" when it does not exist.
-std::string read_log(const std::string& path);
+inline std::string read_log(const std::string& path) { return slurp(path); }
 }  // namespace gpt::test

@@ -16,16 +16,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string slurp(const std::string& path) {  // independent of read_file
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void spit(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out << bytes;
-}
-
 std::vector<std::string> dir_entries(const std::string& dir) {
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
@@ -34,6 +24,8 @@ std::vector<std::string> dir_entries(const std::string& dir) {
 }
 
 using gpt::test::error_of;
+using gpt::test::slurp;
+using gpt::test::spit;
 
 }  // namespace
 

@@ -24,15 +24,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void spit(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out << bytes;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using gpt::test::slurp;
+using gpt::test::spit;
 
 // Reads a shard from its byte layout (independent of read_token_shard).
 std::vector<int> shard_ids(const std::string& path) {

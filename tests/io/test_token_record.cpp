@@ -23,16 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void spit(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out << bytes;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 PrepareSummary tokenize(const std::string& input, const std::string& out, const std::string& tokenizer) {
   PrepareOptions o;
   o.input = input;
