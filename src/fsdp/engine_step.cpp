@@ -1,8 +1,8 @@
-// The per-step mechanics of FsdpEngine: gather (all-gather a unit's shards into a slot), free (release
-// the slot), prefetch (start the gathers of up to K-1 units ahead while this one computes), and the gradient path
-// (full-unit grad slot -> reduce-scatter averaged over the shard group -> [all-reduce across replica
-// groups] -> add into the fp32 grad shard, on the host when states are offloaded). With --reduce-dtype
-// bf16 the reductions run on a bf16 copy of the slot, widened back to fp32 before the add.
+// The per-step mechanics of FsdpEngine: gather (all-gather a unit's shards into a slot), free (release the
+// slot), prefetch (start the gathers of up to K-1 units ahead while this one computes), and the gradient path
+// (full-unit grad slot -> reduce-scatter averaged over the shard group -> [all-reduce across replica groups]
+// -> add into the fp32 grad shard, on the host when states are offloaded). With --reduce-dtype bf16 the
+// reductions run on a bf16 copy of the slot, widened back to fp32 before the add.
 // Offload copies run on the backend's copy stream, ordered by tickets (events), never by stream syncs:
 // a gather's host->device copy is waited for by the compute stream only; a reduced shard's copy to the
 // host is waited for by the host only when that slot's host buffer is needed again or at finish_backward.
@@ -135,13 +135,13 @@ int FsdpEngine::free_rotating_slot() const {
 // so gathers go on the wire in the order they are used. The unit in use holds a slot of its own, so while
 // it computes at most K-1 gathers are in flight beyond it; K = 1 prefetches nothing. Acquiring the next
 // unit waits for its gather (the oldest in flight) and refills the window by one.
-// The window is filled at acquire only, not when release frees a slot: between a release and the next
-// acquire the engine runs nothing a gather could overlap (forward: the next acquire follows at once;
-// backward: grad_ready, which only starts the unit's reduction, without waiting), so a gather started at the
-// release would begin no earlier in useful terms, yet it would go on the wire ahead of that reduction,
-// which the two rotating gradient slots need back within two units, sooner than the gather's unit is used
-// (K-1 units on). Nor does the window cross into the next pass: a forward does not know whether a backward
-// follows (eval and sample run forwards only).
+// The window is filled at acquire only, not when release frees a slot: between a release and the next acquire
+// the engine runs nothing a gather could overlap (forward: the next acquire follows at once, and after head's
+// release, where the LM head runs, no unit of the pass is left; backward: grad_ready, which only starts the
+// unit's reduction, without waiting), so a gather started at the release would begin no earlier in useful
+// terms, yet it would go on the wire ahead of that reduction, which the two rotating gradient slots need back
+// within two units, sooner than the gather's unit is used (K-1 units on). Nor does the window cross into the
+// next pass: a forward does not know whether a backward follows (eval and sample run forwards only).
 void FsdpEngine::prefetch_after(int u, Pass pass) {
   if (geo_.group == 1) return;  // nothing to overlap: the "gather" is a local copy
   const std::vector<int>& order = layout_.pass_order(pass);
