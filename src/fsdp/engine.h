@@ -10,8 +10,10 @@
 //    once at the start of forward into its own root slot and stays gathered until its gradient is
 //    reduced at the end of backward (FSDP's root-unit rule). So per step it is gathered once, not twice.
 //  - The other units share K gather slots sized for the largest of them (--gather-slots, default 2):
-//    acquiring unit i waits for its gather and starts the prefetch of the next unit of the pass, in the
-//    layout's pass order (Layout::pass_order).
+//    acquiring unit i waits for its gather and starts the gathers of the units after it in the pass, in
+//    the layout's pass order (Layout::pass_order), up to K-1 ahead as slots allow: the unit in use plus
+//    K-1 in flight; K = 1 prefetches nothing (prefetch_after states the rule). grad_op has one slot per
+//    unit (forward's gathers are kept until backward) and K sets only how far ahead forward prefetches.
 //  - Gradients: a full-unit fp32 grad slot (2 rotating ones + the root's) receives the backward's
 //    accumulation; grad_ready starts the reduce-scatter and the result is added to the grad shard once it
 //    completes. --no-sync instead accumulates in a persistent full-unit buffer and reduces on the last
@@ -171,7 +173,8 @@ class FsdpEngine : public ParamSource {
   void wait_gather(int unit);
   void free_unit(int unit);
   void free_all_units();
-  void prefetch_after(int unit, Pass pass);
+  int free_rotating_slot() const;  // a free non-root gather slot, or -1
+  void prefetch_after(int unit, Pass pass);  // fills the prefetch window after an acquire
   int take_grad_slot(int unit);
   void complete_reduction(GradSlot& gs);
   float* reduced_f32(GradSlot& gs);  // the finished reduction as fp32 on the device (widened from bf16)

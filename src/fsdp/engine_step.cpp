@@ -1,8 +1,8 @@
-// The per-step mechanics of FsdpEngine: gather (all-gather a unit's shards into a slot), free (release
-// the slot), prefetch (start the next unit's gather while this one computes), and the gradient path
-// (full-unit grad slot -> reduce-scatter averaged over the shard group -> [all-reduce across replica
-// groups] -> add into the fp32 grad shard, on the host when states are offloaded). With --reduce-dtype
-// bf16 the reductions run on a bf16 copy of the slot, widened back to fp32 before the add.
+// The per-step mechanics of FsdpEngine: gather (all-gather a unit's shards into a slot), free (release the
+// slot), prefetch (start the gathers of up to K-1 units ahead while this one computes), and the gradient path
+// (full-unit grad slot -> reduce-scatter averaged over the shard group -> [all-reduce across replica groups]
+// -> add into the fp32 grad shard, on the host when states are offloaded). With --reduce-dtype bf16 the
+// reductions run on a bf16 copy of the slot, widened back to fp32 before the add.
 // Offload copies run on the backend's copy stream, ordered by tickets (events), never by stream syncs:
 // a gather's host->device copy is waited for by the compute stream only; a reduced shard's copy to the
 // host is waited for by the host only when that slot's host buffer is needed again or at finish_backward.
@@ -42,13 +42,7 @@ void FsdpEngine::check_acquire_order(int u, Pass pass) {
 void FsdpEngine::start_gather(int u) {
   Unit& s = units_[u];
   if (s.state != ParamState::sharded) return;  // gathered or in flight
-  int slot = -1;
-  if (u == layout_.embed_unit()) {
-    slot = 0;
-  } else {
-    for (int i = 1; i < (int)slots_.size() && slot < 0; i++)
-      if (slots_[i].owner < 0) slot = i;
-  }
+  const int slot = u == layout_.embed_unit() ? 0 : free_rotating_slot();
   GPT_CHECK(slot >= 0 && slots_[slot].owner < 0, "fsdp: no free gather slot for unit ", name(u),
             " (more units held than --gather-slots)");
   Slot& sl = slots_[slot];
@@ -128,19 +122,36 @@ void FsdpEngine::free_all_units() {
   for (int u = 0; u < num_units(); u++) free_unit(u);
 }
 
-// Starts the gather of the unit that follows u in the pass, when a slot is free.
+int FsdpEngine::free_rotating_slot() const {
+  for (int i = 1; i < (int)slots_.size(); i++)
+    if (slots_[i].owner < 0) return i;
+  return -1;
+}
+
+// The prefetch window. After unit u (position p of the pass's order) is acquired, the gathers of the units
+// at positions p+1 .. p+K-1 are started (K = --gather-slots), in pass order: the root unit is skipped (it
+// has its own slot and is gathered once per step), so are units already gathered or in flight (grad_op's
+// kept ones, earlier prefetches), and the window stops at the first unit that finds no free rotating slot,
+// so gathers go on the wire in the order they are used. The unit in use holds a slot of its own, so while
+// it computes at most K-1 gathers are in flight beyond it; K = 1 prefetches nothing. Acquiring the next
+// unit waits for its gather (the oldest in flight) and refills the window by one.
+// The window is filled at acquire only, not when release frees a slot: between a release and the next acquire
+// the engine runs nothing a gather could overlap (forward: the next acquire follows at once, and after head's
+// release, where the LM head runs, no unit of the pass is left; backward: grad_ready, which only starts the
+// unit's reduction, without waiting), so a gather started at the release would begin no earlier in useful
+// terms, yet it would go on the wire ahead of that reduction, which the two rotating gradient slots need back
+// within two units, sooner than the gather's unit is used (K-1 units on). Nor does the window cross into the
+// next pass: a forward does not know whether a backward follows (eval and sample run forwards only).
 void FsdpEngine::prefetch_after(int u, Pass pass) {
   if (geo_.group == 1) return;  // nothing to overlap: the "gather" is a local copy
   const std::vector<int>& order = layout_.pass_order(pass);
   const int pos = pass_pos_[(int)pass][u];
-  if (pos + 1 >= (int)order.size()) return;
-  const int next = order[pos + 1];
-  if (next == layout_.embed_unit() || units_[next].state != ParamState::sharded) return;
-  for (int i = 1; i < (int)slots_.size(); i++) {
-    if (slots_[i].owner < 0) {
-      start_gather(next);
-      return;
-    }
+  const int last = std::min((int)order.size() - 1, pos + geo_.opt.gather_slots - 1);
+  for (int j = pos + 1; j <= last; j++) {
+    const int next = order[j];
+    if (next == layout_.embed_unit() || units_[next].state != ParamState::sharded) continue;
+    if (free_rotating_slot() < 0) return;
+    start_gather(next);
   }
 }
 

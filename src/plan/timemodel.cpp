@@ -137,6 +137,7 @@ class Replay {
     p.exposed_comm_s = ph_.exposed_comm;
     p.bytes = bytes_;
     p.calls = calls_;
+    p.gathers_ahead = gathers_ahead_;
     return p;
   }
 
@@ -255,22 +256,30 @@ class Replay {
     if (u != layout_.embed_unit()) free_rot_++;
     pstate_[u] = kSharded;
   }
+  // The window: positions p+1 .. p+K-1 after the acquired unit, root and already gathered units skipped,
+  // stopping at the first unit without a free rotating slot; filled at acquire only.
   void prefetch_after(int u, Pass p) {
     if (geo_.group == 1) return;
     const std::vector<int>& o = order(p);
-    const int i = pos(u, p);
-    if (i + 1 >= (int)o.size()) return;
-    const int next = o[i + 1];
-    if (next == layout_.embed_unit() || pstate_[next] != kSharded) return;
-    if (free_rot_ > 0) start_gather(next);
+    const int i = pos(u, p), last = std::min((int)o.size() - 1, i + geo_.opt.gather_slots - 1);
+    for (int j = i + 1; j <= last; j++) {
+      const int next = o[j];
+      if (next == layout_.embed_unit() || pstate_[next] != kSharded) continue;
+      if (free_rot_ == 0) return;
+      start_gather(next);
+    }
   }
   void acquire(int u, Pass p) {
-    if (geo_.resident_params()) return;  // the model reads a persistent buffer: nothing is gathered
+    if (geo_.resident_params()) {  // the model reads a persistent buffer: nothing is gathered
+      gathers_ahead_.push_back(0);
+      return;
+    }
     if (pstate_[u] != kGathered) {
       start_gather(u);
       wait_gather(u);
     }
     prefetch_after(u, p);
+    gathers_ahead_.push_back((int)std::count(pstate_.begin(), pstate_.end(), (int)kGathering));
   }
   void release(int u, Pass p) {
     if (geo_.resident_params()) return;  // the model reads a persistent buffer: nothing is gathered
@@ -459,7 +468,7 @@ class Replay {
   std::array<int64_t, kCollKinds> bytes_{}, calls_{};
   std::vector<Coll> colls_;
   std::deque<int> backlog_;
-  std::vector<int> pstate_, pcoll_;
+  std::vector<int> pstate_, pcoll_, gathers_ahead_;
   int free_rot_ = 0;
   std::vector<GSlot> gs_;
   std::deque<int> pending_;
@@ -551,6 +560,7 @@ TimePlan plan_time(const TimeModelInput& in, const HardwareSpec& hw) {
   plan.exposed_comm_s = r.exposed_comm_s;
   plan.bytes = r.bytes;
   plan.calls = r.calls;
+  plan.gathers_ahead = r.gathers_ahead;
   plan.units = units;
   plan.compute_s = plan.phases.forward + plan.phases.recompute + plan.phases.backward;
   const double tokens = (double)in.run.B * in.run.T * in.run.world * in.grad_accum;

@@ -5,9 +5,10 @@
 // What is replayed, in the engine's order:
 //  - per micro-step: the root unit (embed) gathered once at the start of forward and kept to the end of
 //    backward; the other units acquired in Layout::pass_order, each acquire waiting for its gather and
-//    starting the next unit's (one ahead, when one of the K rotating gather slots is free; never with a
-//    shard group of 1, where a "gather" is a local copy); full frees a unit after forward and gathers it
-//    again for backward, grad_op keeps forward's gather (one gather per unit), none reads the shards;
+//    starting those of the units after it, up to K-1 ahead while rotating gather slots are free (K =
+//    --gather-slots; K = 1 prefetches nothing; never with a shard group of 1, where a "gather" is a local
+//    copy); full frees a unit after forward and gathers it again for backward, grad_op keeps forward's
+//    gather (one gather per unit), none reads the shards;
 //  - recompute: before a unit's backward, the re-run forward of the fields its layer does not keep;
 //  - gradients: a fresh full-unit gradient slot is zeroed, the unit's backward accumulates into it, and
 //    grad_ready starts its reduce-scatter (none: all-reduce; --reduce-dtype bf16: after rounding); with
@@ -79,6 +80,9 @@ struct TimePlan {
   std::array<int64_t, kCollKinds> bytes{};  // per rank per step, ring accounting (== the ledger)
   std::array<int64_t, kCollKinds> calls{};  // collectives per kind per step (scalar helpers not counted)
   std::vector<UnitTime> units;
+  // Per acquire of the step, in call order (every micro-step): the all-gathers in flight beyond the acquired
+  // unit once its prefetch window is filled, which the engine's trace shows while that unit computes.
+  std::vector<int> gathers_ahead;
   std::string profile;            // which compute profile priced the ops ("2 ranks x 1 thread ...")
   std::string network;            // which links priced the collectives
   std::vector<std::string> notes; // approximations taken for this input (a profile scaled, defaults...)

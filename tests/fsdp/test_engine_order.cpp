@@ -13,12 +13,13 @@
 namespace gpt::test {
 namespace {
 
-RunSpec spec(ShardStrategy st, OffloadMode off = OffloadMode::none) {
+RunSpec spec(ShardStrategy st, OffloadMode off = OffloadMode::none, int gather_slots = 2) {
   RunSpec s;
   s.cfg = tiny_config(2, 2, 32, 8, 61);
   s.global_seqs = 12;
   s.fsdp.strategy = st;
   s.fsdp.offload = off;
+  s.fsdp.gather_slots = gather_slots;
   return s;
 }
 
@@ -68,10 +69,18 @@ TEST(EngineOrder, UpdateBeforeFinishBackwardThrows) {
 }
 
 // Evaluation between steps needs no call to the engine: the run with forward-only passes interleaved trains
-// exactly what the run without them trains, and a step's traffic is the same with or without them.
+// exactly what the run without them trains, and a step's traffic is the same with or without them; also
+// with no prefetch (--gather-slots 1) and with prefetches that reach the pass's end (4 slots, 4 units).
 TEST(EngineOrder, ForwardOnlyPassesBetweenStepsChangeNothing) {
-  for (ShardStrategy st : {ShardStrategy::full, ShardStrategy::grad_op, ShardStrategy::none}) {
-    ShardedRun plain(spec(st), world()), with_eval(spec(st), world());
+  struct Case {
+    ShardStrategy st;
+    int slots;
+  };
+  for (const Case& c : {Case{ShardStrategy::full, 2}, Case{ShardStrategy::grad_op, 2}, Case{ShardStrategy::none, 2},
+                        Case{ShardStrategy::full, 1}, Case{ShardStrategy::full, 4}, Case{ShardStrategy::grad_op, 4}}) {
+    const ShardStrategy st = c.st;
+    const RunSpec sp = spec(st, OffloadMode::none, c.slots);
+    ShardedRun plain(sp, world()), with_eval(sp, world());
     const int B = 12 / world().world(), T = plain.spec.T;
     std::vector<int> in((size_t)B * T, 3), tg(in.size(), 4);
     for (int s = 0; s < 3; s++) {
@@ -83,10 +92,11 @@ TEST(EngineOrder, ForwardOnlyPassesBetweenStepsChangeNothing) {
       EXPECT_EQ(generate(*with_eval.model, *with_eval.engine, {1, 2, 3}, 6, SampleParams(), rng).size(), 6u);
       with_eval.engine->begin_traffic_step();
       const float b = with_eval.train_step();
-      EXPECT_EQ(a, b) << FsdpOptions::name(st) << " step " << s + 1;
-      EXPECT_EQ(with_eval.engine->traffic_step().total_sent(), plain_bytes) << FsdpOptions::name(st);
+      EXPECT_EQ(a, b) << FsdpOptions::name(st) << " K=" << c.slots << " step " << s + 1;
+      EXPECT_EQ(with_eval.engine->traffic_step().total_sent(), plain_bytes)
+          << FsdpOptions::name(st) << " K=" << c.slots;
     }
-    EXPECT_EQ(plain.params(), with_eval.params()) << FsdpOptions::name(st);
+    EXPECT_EQ(plain.params(), with_eval.params()) << FsdpOptions::name(st) << " K=" << c.slots;
   }
 }
 
