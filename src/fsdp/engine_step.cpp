@@ -1,8 +1,9 @@
 // The per-step mechanics of FsdpEngine: gather (all-gather a unit's shards into a slot), free (release the
 // slot), prefetch (start the gathers of up to K-1 units ahead while this one computes), and the gradient path
-// (full-unit grad slot -> reduce-scatter averaged over the shard group -> [all-reduce across replica groups]
-// -> add into the fp32 grad shard, on the host when states are offloaded). With --reduce-dtype bf16 the
-// reductions run on a bf16 copy of the slot, widened back to fp32 before the add.
+// (full-unit grad slot -> reduce-scatter summed over the shard group -> [all-reduce summed across replica
+// groups] -> divided by the world size as it is added into the fp32 grad shard, on the host when states are
+// offloaded). With --reduce-dtype bf16 the reductions run on a bf16 copy of the slot, widened back to fp32
+// before the add.
 // Offload copies run on the backend's copy stream, ordered by tickets (events), never by stream syncs:
 // a gather's host->device copy is waited for by the compute stream only; a reduced shard's copy to the
 // host is waited for by the host only when that slot's host buffer is needed again or at finish_backward.
