@@ -13,9 +13,8 @@
 #include "src/dist/comm_world.h"
 #include "src/runtime/mfu_meter.h"
 #include "src/train/trainer.h"
-#include "tests/common/learnable_shard.h"
 #include "tests/common/test_paths.h"
-#include "tests/common/tiny_config.h"
+#include "tests/common/tiny_trainer.h"
 
 namespace gpt::test {
 namespace {
@@ -182,16 +181,8 @@ TEST(MfuMeter, BadRatesAndPeaksAreErrors) {
 TEST(MfuMeter, TheTrainersStepsNeverReadAbove1) {
   const std::string dir = scratch_dir();
   auto comm = make_single_communicator();
-  TrainOptions o;
-  o.model = tiny_config(2, 2, 32, 16, 61);
-  o.config_name = "custom";
-  o.train_pattern = write_learnable_shard(dir, 61, 20000, 1);
-  o.B = 4;
-  o.T = 16;
+  TrainOptions o = tiny_train_options(dir);
   o.steps = 4;
-  o.device = "cpu";
-  o.quiet = true;
-  o.tokenizer = "none";
   o.peak_tflops = 1e-12;
   Trainer t(o, *comm);
   const StepStats first = t.step();

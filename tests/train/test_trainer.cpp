@@ -15,26 +15,10 @@
 #include "src/train/trainer.h"
 #include "tests/common/learnable_shard.h"
 #include "tests/common/tiny_config.h"
+#include "tests/common/tiny_trainer.h"
 
 namespace gpt::test {
 namespace {
-
-TrainOptions small_options(const std::string& dir) {
-  TrainOptions o;
-  o.model = tiny_config(2, 2, 32, 16, 61);
-  o.config_name = "custom";
-  o.train_pattern = write_learnable_shard(dir, 61, 20000, 1);
-  o.B = 4;
-  o.T = 16;
-  o.steps = 8;
-  o.lr = 3e-3f;
-  o.warmup = 2;
-  o.device = "cpu";
-  o.quiet = true;
-  o.tokenizer = "none";
-  o.peak_tflops = 1;
-  return o;
-}
 
 std::vector<std::vector<float>> all_params(Trainer& t) {
   std::vector<std::vector<float>> p;
@@ -45,7 +29,7 @@ std::vector<std::vector<float>> all_params(Trainer& t) {
 TEST(Trainer, ResumeIsBitIdenticalToAnUninterruptedRun) {
   const std::string dir = scratch_dir();
   auto comm = make_single_communicator();
-  TrainOptions o = small_options(dir);
+  TrainOptions o = tiny_train_options(dir);
   o.total_batch = (int64_t)o.B * o.T * 2;  // gradient accumulation of 2
   std::vector<float> losses_full;
   Trainer full(o, *comm);
@@ -67,7 +51,7 @@ TEST(Trainer, ResumeIsBitIdenticalToAnUninterruptedRun) {
 TEST(Trainer, NonFiniteStepLeavesParametersAndStateUntouched) {
   const std::string dir = scratch_dir();
   auto comm = make_single_communicator();
-  Trainer t(small_options(dir), *comm);
+  Trainer t(tiny_train_options(dir), *comm);
   t.step();
   auto before = all_params(t);
   std::vector<float> m_before;
@@ -92,7 +76,7 @@ TEST(Trainer, NonFiniteStepLeavesParametersAndStateUntouched) {
 TEST(Trainer, SkippedStepLeavesAdamWsCountWhereItIs) {
   const std::string dir = scratch_dir();
   auto comm = make_single_communicator();
-  TrainOptions o = small_options(dir);
+  TrainOptions o = tiny_train_options(dir);
   o.lr = 1e-2f;
   o.warmup = 0;
   o.optim.weight_decay = 0;
@@ -124,7 +108,7 @@ TEST(Trainer, SkippedStepLeavesAdamWsCountWhereItIs) {
 TEST(Trainer, TooManyBadStepsStopsWithAMessage) {
   const std::string dir = scratch_dir();
   auto comm = make_single_communicator();
-  TrainOptions o = small_options(dir);
+  TrainOptions o = tiny_train_options(dir);
   o.max_bad_steps = 2;
   Trainer t(o, *comm);
   t.inject_nonfinite_once();
@@ -141,7 +125,7 @@ TEST(Trainer, TooManyBadStepsStopsWithAMessage) {
 TEST(Trainer, RecomputeAndOffloadModesAreBitIdentical) {
   const std::string dir = scratch_dir();
   auto comm = make_single_communicator();
-  TrainOptions o = small_options(dir);
+  TrainOptions o = tiny_train_options(dir);
   o.model.num_layers = 3;
   o.model.finalize();
   Trainer base(o, *comm);
