@@ -24,6 +24,7 @@
 #include "tests/common/tiny_config.h"
 #include "tests/fsdp/fsdp_run.h"
 #include "tests/fsdp/mpi_world.h"
+#include "tests/fsdp/random_shard.h"
 
 namespace gpt::test {
 namespace {
@@ -150,17 +151,7 @@ TimeModelInput time_input(const TraceCase& c, int world) {
 
 TEST(GatherSlots, TraceShowsKMinusOneGathersInFlightBeyondTheUnitInUse) {
   Communicator& w = world();
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / ("gpt_gather_slots_np" + std::to_string(w.world()))).string();
-  if (w.rank() == 0) {
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-    Rng rng(3);
-    std::vector<int> toks(50000);
-    for (auto& t : toks) t = (int)(rng.next_u64() % 97);
-    write_token_shard(dir + "/train_000000.bin", toks);
-  }
-  w.barrier();
+  const std::string dir = random_shard_dir("gather_slots", 97);
   const Layout layout(tiny_config(kLayers, 2, 64, 32, 97));
   const std::vector<TraceCase> cases = {
       {ShardStrategy::full, OffloadMode::none, 1},     {ShardStrategy::full, OffloadMode::none, 2},

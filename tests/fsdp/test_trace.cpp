@@ -11,6 +11,7 @@
 #include "tests/common/test_paths.h"
 #include "src/core/rng.h"
 #include "tests/fsdp/mpi_world.h"
+#include "tests/fsdp/random_shard.h"
 #include "src/io/atomic_file.h"
 #include "src/io/data_loader.h"
 #include "src/train/trainer.h"
@@ -21,16 +22,7 @@ namespace {
 
 TEST(Trace, FullShardStepTimelineIsValidAndShowsPrefetch) {
   Communicator& w = world();
-  const std::string dir = (std::filesystem::temp_directory_path() / ("gpt_trace_np" + std::to_string(w.world()))).string();
-  if (w.rank() == 0) {
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-    Rng rng(3);
-    std::vector<int> toks(50000);
-    for (auto& t : toks) t = (int)(rng.next_u64() % 97);
-    write_token_shard(dir + "/train_000000.bin", toks);
-  }
-  w.barrier();
+  const std::string dir = random_shard_dir("trace", 97);
   TrainOptions o;
   o.model = tiny_config(2, 2, 128, 32, 97);
   o.train_pattern = dir + "/train_*.bin";
