@@ -1,5 +1,6 @@
 // A fresh directory, shared by the ranks of one test_fsdp run, holding one token shard of uniform random
-// ids: rank 0 writes it, and every rank returns once it is there (a barrier on the world).
+// ids: rank 0 writes it, and every rank returns once it is there (a barrier on the world); and the options
+// of a short traced run on it.
 #pragma once
 #include <filesystem>
 #include <string>
@@ -7,6 +8,7 @@
 
 #include "src/core/rng.h"
 #include "src/io/data_loader.h"
+#include "src/train/train_options.h"
 #include "tests/fsdp/mpi_world.h"
 
 namespace gpt::test {
@@ -26,6 +28,24 @@ inline std::string random_shard_dir(const std::string& name, int vocab) {
   }
   w.barrier();
   return dir;
+}
+
+// 2 steps of B = 2, T = 32 on the shard in dir, on the cpu backend, quiet, no tokenizer or samples, a stated
+// MFU peak; the trace is written to dir/trace.json.
+inline TrainOptions traced_run_options(const std::string& dir, const GPTConfig& model) {
+  TrainOptions o;
+  o.model = model;
+  o.train_pattern = dir + "/train_*.bin";
+  o.B = 2;
+  o.T = 32;
+  o.steps = 2;
+  o.device = "cpu";
+  o.quiet = true;
+  o.tokenizer = "none";
+  o.peak_tflops = 1;
+  o.trace_path = dir + "/trace.json";
+  o.sample_tokens = 0;
+  return o;
 }
 
 }  // namespace gpt::test

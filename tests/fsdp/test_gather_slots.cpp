@@ -68,21 +68,10 @@ std::set<std::string> expected_in_flight(const Layout& l, const std::string& wha
 // Runs 2 training steps with --trace and returns the trace's events.
 std::vector<JValue> traced_run(const TraceCase& c, const std::string& dir) {
   Communicator& w = world();
-  TrainOptions o;
-  o.model = tiny_config(kLayers, 2, 64, 32, 97);
-  o.train_pattern = dir + "/train_*.bin";
-  o.B = 2;
-  o.T = 32;
-  o.steps = 2;
-  o.device = "cpu";
-  o.quiet = true;
-  o.tokenizer = "none";
-  o.peak_tflops = 1;
-  o.sample_tokens = 0;
+  TrainOptions o = traced_run_options(dir, tiny_config(kLayers, 2, 64, 32, 97));
   o.fsdp.strategy = c.strategy;
   o.fsdp.offload = c.offload;
   o.fsdp.gather_slots = c.slots;
-  o.trace_path = dir + "/trace.json";
   {
     Trainer t(o, w);
     t.run();

@@ -23,18 +23,7 @@ namespace {
 TEST(Trace, FullShardStepTimelineIsValidAndShowsPrefetch) {
   Communicator& w = world();
   const std::string dir = random_shard_dir("trace", 97);
-  TrainOptions o;
-  o.model = tiny_config(2, 2, 128, 32, 97);
-  o.train_pattern = dir + "/train_*.bin";
-  o.B = 2;
-  o.T = 32;
-  o.steps = 2;
-  o.device = "cpu";
-  o.quiet = true;
-  o.tokenizer = "none";
-  o.peak_tflops = 1;
-  o.trace_path = dir + "/trace.json";
-  o.sample_tokens = 0;
+  TrainOptions o = traced_run_options(dir, tiny_config(2, 2, 128, 32, 97));
   {
     Trainer t(o, w);
     t.run();
