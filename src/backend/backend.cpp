@@ -1,6 +1,8 @@
 // Ledger-tracked allocation shared by every backend, and the backend factory.
 #include "src/backend/backend.h"
 
+#include <cstring>
+
 #include "src/core/check.h"
 
 namespace gpt {
@@ -34,6 +36,10 @@ void Backend::free_host(void* p) {
   ledger_.on_free(p);
   raw_free_host(p);
 }
+
+std::unique_ptr<Backend> Backend::host_side() { return make_host_backend(*this); }
+
+void Backend::host_write(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 
 uint64_t Backend::copy_h2d_async(void* dst, const void* src, size_t bytes) {
   copy_h2d(dst, src, bytes);

@@ -44,6 +44,12 @@ class Backend {
   virtual void* alloc_host(size_t bytes, MemCat cat);
   virtual void free(void* p);       // pointer from alloc()
   virtual void free_host(void* p);  // pointer from alloc_host()
+  // The host side of this backend (make_host_backend below): where offloaded model states live. The
+  // simulated machine (src/sim) gives its own, whose ops are priced on the host's timeline.
+  virtual std::unique_ptr<Backend> host_side();
+  // The host writes `bytes` from host memory into a buffer from alloc_host (the model's pinned token
+  // staging): a memcpy; the simulated machine, whose memory is not backed, touches nothing.
+  virtual void host_write(void* dst /*alloc_host*/, const void* src, size_t bytes);
   virtual MemoryLedger& ledger() { return ledger_; }
   const MemoryLedger& ledger() const { return const_cast<Backend*>(this)->ledger(); }
   // The ledger's device total against the driver's count (cuda); empty where there is no driver (cpu).

@@ -42,9 +42,12 @@ const char* kMemplanHelp =
     "                       family dL (L layers, L heads, C = 64L; vocab and seq-len from the flags) that fits\n"
     "  --zero-table         ZeRO's Table 1 for Psi = 7.5e9 at N = 4, 16, 64, 1024, with our accounting\n"
     "  --json               one JSON object instead of the table\n"
-    "time (src/plan/timemodel.h): the step replayed on a hardware file's rates and links\n"
+    "time (src/plan/timemodel.h): the step run on a simulated machine priced by a hardware file's rates and links\n"
     "  --time --hardware FILE   predicted step time, exposed communication, tokens/s and MFU (data/hardware/*.json,\n"
     "                       or this machine's: gpt bench --calibrate --out FILE)\n"
+    "  --trace FILE         (with --time) the simulated step as a Perfetto trace in simulated time: the tracks of\n"
+    "                       gpt train --trace (compute per unit, gather and reduce slots, copies, counters) and\n"
+    "                       the simulated comm and copy streams\n"
     "  --total-batch TOK    global batch in tokens (default B*T*world): micro-steps = TOK / (B*T*world)\n"
     "  --ranks-per-node R   (default min(world, the file's devices_per_node))  --threads-per-rank T (cpu)\n"
     "  --sweep              a table over --sweep-world (1,2,4,8,16,32,64,128) x --sweep-shard (full,grad_op,none,hybrid)\n"
@@ -249,6 +252,7 @@ int cmd_memplan(int argc, char** argv, Communicator& world) {
   const bool time = f.on("--time"), sweep = f.on("--sweep");
   const std::string hw_path = f.str("--hardware", "");
   TimeModelInput tin;
+  tin.trace_path = f.str("--trace", "");
   const int64_t tokens = (int64_t)in.B * in.T * in.world;
   const int64_t total = f.i64("--total-batch", tokens, 1, (int64_t)1 << 50);
   tin.ranks_per_node = f.i32("--ranks-per-node", 0, 0, 1 << 20);
@@ -266,6 +270,8 @@ int cmd_memplan(int argc, char** argv, Communicator& world) {
   GPT_CHECK(!(time || sweep) || !hw_path.empty(), "gpt memplan --time/--sweep: give --hardware FILE (data/hardware/*.json, ",
             "or this machine's from gpt bench --calibrate --out FILE)");
   GPT_CHECK(!((time || sweep) && (zero || !budget.empty())), "gpt memplan: --time and --sweep do not combine with --budget or --zero-table");
+  GPT_CHECK(tin.trace_path.empty() || (time && !sweep), "gpt memplan --trace FILE: needs --time (and no --sweep)");
+  if (!tin.trace_path.empty()) check_writable("--trace", tin.trace_path);
   GPT_CHECK(total % tokens == 0, "--total-batch ", total, " must be a multiple of B*T*world = ", tokens);
   tin.run = in;
   tin.grad_accum = (int)(total / tokens);

@@ -51,6 +51,7 @@ std::string time_table(const TimeModelInput& in, const TimePlan& p, const Hardwa
   out += str("  tokens/s      ", fmt("%10.1f", p.tokens_per_s), " (all ranks)   MFU ", fmt("%.1f", 100 * p.mfu),
              "% of ", fmt("%.4g", p.peak_flops / 1e12), " TFLOP/s per rank (6n + 12LCT per token)\n");
   for (const std::string& n : p.notes) out += str("  note: ", n, "\n");
+  if (!p.trace_path.empty()) out += str("  trace of the simulated step: ", p.trace_path, "\n");
   return out;
 }
 
@@ -65,8 +66,7 @@ std::string time_json_members(const TimeModelInput& in, const TimePlan& p, const
   for (size_t u = 0; u < p.units.size(); u++) {
     const UnitTime& ut = p.units[u];
     units += str(u ? ", " : "", "{\"unit\": ", json_quote(ut.name), ", \"forward_ms\": ", ms(ut.forward),
-                 ", \"recompute_ms\": ", ms(ut.recompute), ", \"backward_ms\": ", ms(ut.backward), ", \"gather_ms\": ",
-                 ms(ut.gather), ", \"reduce_ms\": ", ms(ut.reduce), "}");
+                 ", \"recompute_ms\": ", ms(ut.recompute), ", \"backward_ms\": ", ms(ut.backward), "}");
   }
   std::string notes;
   for (size_t i = 0; i < p.notes.size(); i++) notes += str(i ? ", " : "", json_quote(p.notes[i]));

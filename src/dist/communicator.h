@@ -61,6 +61,11 @@ class Communicator {
 
   // A sub-communicator of the ranks with the same `color`, ordered by `key` (hybrid sharding groups).
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+  // The two splits FSDP makes, by their shape: the `size` consecutive ranks around this one (ranks with the
+  // same rank / size: a shard group), and the ranks `stride` apart (the same rank % stride: a replica
+  // group). Collective, as split is; the simulated machine (src/sim) knows a group only by its shape.
+  virtual std::unique_ptr<Communicator> split_contiguous(int size) { return split(rank() / size, rank()); }
+  virtual std::unique_ptr<Communicator> split_strided(int stride) { return split(rank() % stride, rank()); }
   // Ends every rank's run after a fatal error on this one (MPI_Abort / ncclCommAbort).
   virtual void abort(int code) = 0;
 

@@ -19,17 +19,17 @@ std::vector<int64_t> unit_sizes(const Layout& layout) {
 std::unique_ptr<Communicator> split_shard_group(Communicator& world, const FsdpOptions& opt) {
   EngineGeometry::options_check(opt, world.world(), "the world size");
   const int G = EngineGeometry::shard_group_size(opt, world.world());
-  return world.split(world.rank() / G, world.rank());
+  return world.split_contiguous(G);
 }
 }  // namespace
 
 FsdpEngine::FsdpEngine(Backend& be, Communicator& world, const Layout& layout, const FsdpOptions& opt)
     : be_(be),
-      host_(make_host_backend(be)),
+      host_(be.host_side()),
       world_(world),
       layout_(layout),
       shard_comm_(split_shard_group(world, opt)),
-      replica_comm_(world.split(world.rank() % shard_comm_->world(), world.rank())),
+      replica_comm_(world.split_strided(shard_comm_->world())),
       geo_(unit_sizes(layout), world.world(), shard_comm_->rank(), opt, be.compute_dtype()) {
   states_ = geo_.host_states ? host_.get() : &be_;
   units_.resize(geo_.units.size());

@@ -116,10 +116,10 @@ void GPT::reserve_workspace(int B, int T) {
 void GPT::stage_tokens(const int* inputs, const int* targets, int N) {
   const size_t bytes = sizeof(int) * (size_t)N;
   if (staged_) be_.wait_copy_host(staged_);
-  std::memcpy(acts_->host_inputs, inputs, bytes);
+  be_.host_write(acts_->host_inputs, inputs, bytes);
   uint64_t t = be_.copy_h2d_async(acts_->inputs, acts_->host_inputs, bytes);
   if (targets) {
-    std::memcpy(acts_->host_targets, targets, bytes);
+    be_.host_write(acts_->host_targets, targets, bytes);
     t = be_.copy_h2d_async(acts_->targets, acts_->host_targets, bytes);  // copies finish in issue order
   }
   be_.wait_copy_device(t);

@@ -1,8 +1,10 @@
-// The memory planner (see memplan.h). It restates no allocation rule: the engine's buffers come from its
-// geometry (fsdp/geometry.h), the activations from their plan (model/activations.h), and the CUDA backend's
-// workspace from the kernels' sizes (kernels/sizes.h), the same functions the engine, the Activations
-// constructor and the CUDA backend allocate from. Sums run in 128-bit integers so that an absurd request
-// (d1024 at T = 2^20) is reported, not wrapped.
+// The memory planner (see memplan.h). plan_memory runs one training step on the simulated machine
+// (src/sim/sim_step.h) and reads its memory ledger. memory_from_geometry is the closed form beside it: it
+// restates no allocation rule either (the engine's buffers come from its geometry, fsdp/geometry.h, the
+// activations from their plan, model/activations.h, and the CUDA backend's workspace from the kernels'
+// sizes, kernels/sizes.h), sums in 128-bit integers so that an absurd request (d1024 at T = 2^20) is
+// reported, not wrapped, and covers sampling, which runs no training step. Tests hold the two equal, and
+// both equal to a real run's ledger.
 #include "src/plan/memplan.h"
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 #include "src/model/activations.h"
 #include "src/model/kv_cache.h"
 #include "src/model/layout.h"
+#include "src/sim/sim_step.h"
 
 namespace gpt {
 namespace {
@@ -81,7 +84,7 @@ void validate_plan_input(const MemPlanInput& in) {
             "--recompute every:", in.recompute.every_k, " exceeds the model's ", c.num_layers, " layers");
 }
 
-MemPlan plan_memory(const MemPlanInput& in) {
+MemPlan memory_from_geometry(const MemPlanInput& in) {
   validate_plan_input(in);
   const EngineGeometry geo(unit_sizes(in.cfg), in.world, 0, in.fsdp, in.compute);
   Acc a;
@@ -114,6 +117,19 @@ MemPlan plan_memory(const MemPlanInput& in) {
   p.max_padded = geo.max_padded;
   p.rotating_slots = geo.rotating_slots;
   p.state_bytes_per_param = geo.state_bytes_per_param();
+  return p;
+}
+
+// The simulated step's ledger, after the closed form has checked the input and that its sizes fit in 64 bits.
+MemPlan plan_memory(const MemPlanInput& in) {
+  MemPlan p = memory_from_geometry(in);
+  if (in.sampling) return p;  // sampling runs no training step: the key/value cache's closed form stands
+  sim::SimRun run;
+  run.run = in;
+  const sim::SimResult r = sim::simulate_step(run);
+  p.peak = r.peak;
+  p.device_peak = r.device_peak;
+  p.host_peak = r.host_peak;
   return p;
 }
 

@@ -1,9 +1,10 @@
-// The analytic memory planner behind `gpt memplan`: it predicts, before a run is launched, the bytes one
-// rank's memory ledger will measure during a training step, per domain (device, host) and per category
-// (param_shard ... host_offload). It reads the same statements of memory that the run allocates from: the
-// engine's geometry (fsdp/geometry.h), the activation plan (model/activations.h) and the kernels' scratch
-// sizes (kernels/sizes.h); the measured test (tests/fsdp/test_memplan_measured.cpp) holds ledger and plan
-// equal byte for byte.
+// The memory planner behind `gpt memplan`: it predicts, before a run is launched, the bytes one rank's
+// memory ledger will measure during a training step, per domain (device, host) and per category
+// (param_shard ... host_offload), by running the step on the simulated machine (src/sim/sim_step.h) and
+// reading its ledger. A closed form beside it (memory_from_geometry) reads the same statements of memory the
+// run allocates from: the engine's geometry (fsdp/geometry.h), the activation plan (model/activations.h) and
+// the kernels' scratch sizes (kernels/sizes.h). The measured test (tests/fsdp/test_memplan_measured.cpp)
+// holds ledger and plan equal byte for byte; tests/sim/test_sim_memory.cpp holds the two plans equal.
 //
 // Peaks: within a step nothing the ledger tracks is freed (the CUDA backend's scratch block is reserved at
 // its full size before step 1 and never grows in a step). So each category's peak is what is live at the
@@ -75,8 +76,11 @@ struct MemPlan {
 // flag (--shard-group without hybrid, --world not divisible by --shard-group, every:K beyond the layers,
 // -T beyond --seq-len, ...). plan_memory() calls it first.
 void validate_plan_input(const MemPlanInput& in);
-// The per-rank prediction. Throws gpt::Error on an invalid input or sizes past 2^63 bytes.
+// The per-rank prediction: one simulated training step's memory ledger (src/sim/sim_step.h); sampling, its
+// closed form. Throws gpt::Error on an invalid input or sizes past 2^63 bytes.
 MemPlan plan_memory(const MemPlanInput& in);
+// The same figures in closed form, from the engine's geometry, the activation plan and the kernels' sizes.
+MemPlan memory_from_geometry(const MemPlanInput& in);
 
 // The depth family searched by largest_model_that_fits: member dL has L layers, L heads of 64 channels,
 // C = 64*L (nanoGPT/llm.c's aspect ratio). It coincides with the presets d2, d4, d6 and d12; the GPT-2

@@ -1,4 +1,4 @@
-// See op_costs.h. Each function lists the backend calls of its gpt.cpp counterpart, in order.
+// See op_costs.h. Each function prices one Backend call from its arguments, as the backend's kernels run it.
 #include "src/plan/op_costs.h"
 
 #include <algorithm>
@@ -27,69 +27,33 @@ OpCost mem(const std::string& name, OpClass cls, double bytes, int launches = 1)
   return o;
 }
 
-// out (N, OC) = inp (N, C) @ w^T (+ bias): one product.
-void matmul_forward(std::vector<OpCost>& ops, const std::string& name, const OpShape& s, double C, double OC) {
-  ops.push_back(gemm(name, (double)s.N(), OC, C));
-}
-
-// dinp = dout @ w, dw += dout^T @ inp (one call: two products of N*C*OC), dbias += column sums of dout.
-void matmul_backward(std::vector<OpCost>& ops, const std::string& name, const OpShape& s, double C, double OC,
-                     bool bias) {
-  const double N = (double)s.N();
-  OpCost o = gemm(name + " backward", N, OC, C);
-  o.cls = OpClass::gemm_backward;
-  o.flops *= 2;
-  o.launches = 2;
-  ops.push_back(o);
-  if (bias) ops.push_back(mem(name + " dbias", OpClass::stream, N * OC * s.cs));
-}
-
 OpCost kernel(OpCost o, const char* family, double elements) {
   o.kernel = family;
   o.elements = elements;
   return o;
 }
 
-void layernorm_forward(std::vector<OpCost>& ops, const std::string& name, const OpShape& s) {
-  const double n = (double)s.N() * s.C;
-  ops.push_back(kernel(mem(name, OpClass::stream, 2 * n * s.cs + 8.0 * s.N()), "layernorm_forward", n));  // x in, out, stats
-}
+// A parallel loop over the states' memory: the device's stream rate, or the host's when offloaded.
+OpClass states_class(const OpTarget& t) { return t.host ? OpClass::host_stream : OpClass::stream; }
 
-void layernorm_backward(std::vector<OpCost>& ops, const std::string& name, const OpShape& s) {
-  const double n = (double)s.N() * s.C;
-  ops.push_back(kernel(mem(name, OpClass::stream, 3 * n * s.cs + 8.0 * s.N()), "layernorm_backward", n));  // dout, x; dinp
-}
-
-void residual_forward(std::vector<OpCost>& ops, const std::string& name, const OpShape& s) {
-  ops.push_back(mem(name, OpClass::stream, 3.0 * s.N() * s.C * s.cs));
-}
-
-void residual_backward(std::vector<OpCost>& ops, const std::string& name, const OpShape& s) {
-  ops.push_back(mem(name, OpClass::stream, 3.0 * s.N() * s.C * s.cs));  // dbranch in, dstream in and out
-}
-
-void gelu_forward(std::vector<OpCost>& ops, const OpShape& s) {
-  const double n = (double)s.N() * 4 * s.C;
-  ops.push_back(kernel(mem("gelu", OpClass::stream, 2.0 * n * s.cs), "gelu_forward", n));
-}
-
-// fc + GELU: on the cpu two passes (product, then GELU); on cuda the GELU rides in the product's epilogue,
-// which also writes the pre-activation (one extra output pass).
-void matmul_gelu_forward(std::vector<OpCost>& ops, const OpShape& s) {
-  matmul_forward(ops, "fc", s, (double)s.C, 4.0 * s.C);
-  if (s.cpu)
-    gelu_forward(ops, s);
-  else
-    ops.push_back(mem("fc gelu epilogue", OpClass::stream, 1.0 * s.N() * 4 * s.C * s.cs, 0));
+// dinp = dout @ w, dw += dout^T @ inp (one call: two products of N*C*OC), dbias += column sums of dout.
+void add_matmul_backward(OpCosts& ops, const OpTarget& t, double N, double C, double OC, bool bias) {
+  OpCost o = gemm("matmul backward", N, OC, C);
+  o.cls = OpClass::gemm_backward;
+  o.flops *= 2;
+  o.launches = 2;
+  ops.push_back(o);
+  if (bias) ops.push_back(mem("matmul dbias", OpClass::stream, N * OC * t.cs));
 }
 
 // The attention's products and softmax passes over (B, NH) heads of T x T scores.
-void attention(std::vector<OpCost>& ops, const OpShape& s, bool backward) {
-  const double B = (double)s.B, T = (double)s.T, NH = (double)s.NH, hs = (double)(s.C / s.NH);
+OpCosts attention(const OpTarget& t, int B_, int T_, int C, int NH_, bool backward) {
+  OpCosts ops;
+  const double B = B_, T = T_, NH = NH_, hs = (double)(C / NH_);
   const double heads = B * NH;
-  if (s.cpu) {
+  if (t.cpu) {
     // Row blocks of kAttnBlock queries; block i sees key columns [0, (i+1)*block): the causal half.
-    const int64_t nblk = (s.T + kAttnBlock - 1) / kAttnBlock;
+    const int64_t nblk = (T_ + kAttnBlock - 1) / kAttnBlock;
     OpCost prod;
     prod.name = backward ? "attention backward products" : "attention products";
     prod.cls = OpClass::gemm_tasks;
@@ -107,10 +71,10 @@ void attention(std::vector<OpCost>& ops, const OpShape& s, bool backward) {
     prod.mnk = mnk_sum / (backward ? 4.0 * nblk : 2.0 * nblk);  // the mean product's size
     ops.push_back(prod);
     // softmax: forward writes P rows (and reads them for P V); backward reads P, and dP in / dS out
-    ops.push_back(mem(backward ? "softmax backward" : "softmax", OpClass::stream, (backward ? 3 : 2) * probs * s.cs));
-    return;
+    ops.push_back(mem(backward ? "softmax backward" : "softmax", OpClass::stream, (backward ? 3 : 2) * probs * t.cs));
+    return ops;
   }
-  if (s.fused_attention) {
+  if (t.fused_attention) {
     OpCost prod;
     prod.name = backward ? "fused attention backward" : "fused attention";
     prod.cls = OpClass::gemm;
@@ -119,8 +83,8 @@ void attention(std::vector<OpCost>& ops, const OpShape& s, bool backward) {
     prod.flops = (backward ? 5.0 : 2.0) * 2 * causal;
     ops.push_back(prod);
     ops.push_back(mem(backward ? "fused attention backward io" : "fused attention io", OpClass::stream,
-                      (backward ? 7.0 : 4.0) * s.N() * s.C * s.cs));
-    return;
+                      (backward ? 7.0 : 4.0) * B * T * C * t.cs));
+    return ops;
   }
   // simple path: batched products over the heads, a causal-softmax kernel that keeps bf16 probabilities
   const double one = heads * T * T * hs;
@@ -132,117 +96,142 @@ void attention(std::vector<OpCost>& ops, const OpShape& s, bool backward) {
   prod.launches = backward ? 4 : 2;
   ops.push_back(prod);
   ops.push_back(mem(backward ? "softmax backward" : "softmax", OpClass::stream,
-                    (backward ? 3.0 : 2.0) * heads * T * T * s.cs + (backward ? 0 : heads * T * T * 4)));
+                    (backward ? 3.0 : 2.0) * heads * T * T * t.cs + (backward ? 0 : heads * T * T * 4)));
+  return ops;
 }
 
 }  // namespace
 
-OpShape OpShape::of(const GPTConfig& cfg, int B, int T, bool cpu, bool fused_attention) {
-  OpShape s;
-  s.B = B;
-  s.T = T;
-  s.C = cfg.channels;
-  s.NH = cfg.num_heads;
-  s.L = cfg.num_layers;
-  s.V = cfg.vocab_size;
-  s.Vp = cfg.padded_vocab_size;
-  s.cs = cpu ? 4 : 2;
-  s.cpu = cpu;
-  s.fused_attention = fused_attention;
-  return s;
+namespace op_cost {
+
+OpCosts encoder_forward(const OpTarget& t, int B, int T, int C) {
+  return {mem("encoder", OpClass::stream, 3.0 * B * T * C * t.cs)};  // wte row, wpe row in; out
 }
 
-std::vector<OpCost> block_forward_ops(const OpShape& s, const KeptFields* keep) {
-  std::vector<OpCost> ops;
-  using F = BlockField;
-  auto run = [&](bool kept) { return !keep || !kept; };
-  auto k = [&](F f) { return keep ? (*keep)[f] : true; };
-  const double C = (double)s.C;
-  if (run(k(F::ln1) && k(F::ln1_stats))) layernorm_forward(ops, "ln1", s);
-  if (run(k(F::qkv))) matmul_forward(ops, "qkv", s, C, 3 * C);
-  if (run(k(F::atty) && k(F::att_state))) attention(ops, s, false);
-  const bool ln2 = run(k(F::ln2) && k(F::ln2_stats));
-  if (run(k(F::res2))) {
-    matmul_forward(ops, "attproj", s, C, C);
-    residual_forward(ops, "residual 1", s);
-    if (ln2) ops.back().launches = 0;  // residual_layernorm_forward: the pair, row by row, in one launch
-  }
-  if (ln2) layernorm_forward(ops, "ln2", s);
-  if (k(F::fch) == k(F::fch_gelu)) {  // gpt.cpp: one call when fch and its GELU are kept or dropped together
-    if (run(k(F::fch))) matmul_gelu_forward(ops, s);
-  } else {
-    if (run(k(F::fch))) matmul_forward(ops, "fc", s, C, 4 * C);
-    if (run(k(F::fch_gelu))) gelu_forward(ops, s);
-  }
-  if (!keep) {
-    matmul_forward(ops, "fcproj", s, 4 * C, C);
-    residual_forward(ops, "residual 2", s);
-  }
-  return ops;
-}
-
-std::vector<OpCost> block_backward_ops(const OpShape& s) {
-  std::vector<OpCost> ops;
-  const double C = (double)s.C;
-  // gelu_matmul_backward: on the cpu matmul_backward then gelu_backward; on cuda the GELU's backward is the
-  // product's epilogue, reading the kept pre-activation
-  matmul_backward(ops, "fcproj", s, 4 * C, C, true);
-  const double n = (double)s.N() * 4 * s.C;
-  if (s.cpu)
-    ops.push_back(kernel(mem("gelu backward", OpClass::stream, 3.0 * n * s.cs), "gelu_backward", n));
-  else
-    ops.push_back(mem("fcproj dgelu epilogue", OpClass::stream, n * s.cs, 0));
-  matmul_backward(ops, "fc", s, C, 4 * C, true);
-  // layernorm_backward_residual: the layernorm's input gradient added into dres in the same launch
-  layernorm_backward(ops, "ln2 backward", s);
-  residual_backward(ops, "residual 2 backward", s);
-  ops.back().launches = 0;
-  matmul_backward(ops, "attproj", s, C, C, true);
-  attention(ops, s, true);
-  matmul_backward(ops, "qkv", s, C, 3 * C, true);
-  layernorm_backward(ops, "ln1 backward", s);
-  residual_backward(ops, "residual 1 backward", s);
-  ops.back().launches = 0;
-  return ops;
-}
-
-std::vector<OpCost> embed_forward_ops(const OpShape& s) {
-  return {mem("encoder", OpClass::stream, 3.0 * s.N() * s.C * s.cs)};  // wte row, wpe row in; out
-}
-
-std::vector<OpCost> embed_backward_ops(const OpShape& s) {
+OpCosts encoder_backward(const OpTarget& t, int B, int T, int C) {
   // dout in; wte's gradient rows read and written in fp32; wpe's gradient summed over the batch
-  return {mem("encoder backward", OpClass::stream, (double)s.N() * s.C * (s.cs + 8) + 8.0 * s.T * s.C)};
+  return {mem("encoder backward", OpClass::stream, (double)B * T * C * (t.cs + 8) + 8.0 * T * C)};
 }
 
-std::vector<OpCost> head_forward_ops(const OpShape& s) {
-  std::vector<OpCost> ops;
-  layernorm_forward(ops, "lnf", s);
+OpCosts layernorm_forward(const OpTarget& t, int N, int C) {
+  const double n = (double)N * C;  // x in, out, stats
+  return {kernel(mem("layernorm", OpClass::stream, 2 * n * t.cs + 8.0 * N), "layernorm_forward", n)};
+}
+
+OpCosts layernorm_backward(const OpTarget& t, int N, int C) {
+  const double n = (double)N * C;  // dout, x; dinp
+  return {kernel(mem("layernorm backward", OpClass::stream, 3 * n * t.cs + 8.0 * N), "layernorm_backward", n)};
+}
+
+OpCosts residual_layernorm_forward(const OpTarget& t, int N, int C) {
+  OpCosts ops = residual_forward(t, (double)N * C);
+  ops.back().launches = 0;  // the pair, row by row, in one launch
+  for (const OpCost& o : layernorm_forward(t, N, C)) ops.push_back(o);
   return ops;
 }
 
-std::vector<OpCost> head_backward_ops(const OpShape& s) {
-  std::vector<OpCost> ops;
-  layernorm_backward(ops, "lnf backward", s);
+OpCosts layernorm_backward_residual(const OpTarget& t, int N, int C) {
+  OpCosts ops = layernorm_backward(t, N, C);
+  OpCost r = residual_backward(t, (double)N * C)[0];  // the input gradient added into dres in the same launch
+  r.launches = 0;
+  ops.push_back(r);
   return ops;
 }
 
-std::vector<OpCost> lm_head_forward_ops(const OpShape& s) {
-  std::vector<OpCost> ops;
-  matmul_forward(ops, "lm_head", s, (double)s.C, (double)s.Vp);  // training has no classifier forward
+OpCosts matmul_forward(const OpTarget& t, int N, int C, int OC) { return {gemm("matmul", N, OC, C)}; }
+
+// On the cpu two passes (product, then GELU); on cuda the GELU rides in the product's epilogue, which also
+// writes the pre-activation (one extra output pass).
+OpCosts matmul_gelu_forward(const OpTarget& t, int N, int C, int OC) {
+  OpCosts ops = matmul_forward(t, N, C, OC);
+  if (t.cpu)
+    ops.push_back(gelu_forward(t, (double)N * OC)[0]);
+  else
+    ops.push_back(mem("gelu epilogue", OpClass::stream, (double)N * OC * t.cs, 0));
   return ops;
 }
 
-std::vector<OpCost> lm_head_backward_ops(const OpShape& s) {
-  std::vector<OpCost> ops;
-  const double logits = (double)s.N() * s.Vp * s.cs;
-  ops.push_back(kernel(mem("classifier backward", OpClass::stream, (s.cpu ? 5 : 2) * logits), "classifier_backward",
-                       (double)s.N() * s.V));
-  matmul_backward(ops, "lm_head", s, (double)s.C, (double)s.Vp, false);
+OpCosts matmul_backward(const OpTarget& t, int N, int C, int OC, bool bias) {
+  OpCosts ops;
+  add_matmul_backward(ops, t, N, C, OC, bias);
   return ops;
 }
 
-double products_flops(const std::vector<OpCost>& ops) {
+// On the cpu matmul_backward then gelu_backward; on cuda the GELU's backward is the product's epilogue,
+// reading the kept pre-activation.
+OpCosts gelu_matmul_backward(const OpTarget& t, int N, int C, int OC, bool bias) {
+  OpCosts ops = matmul_backward(t, N, C, OC, bias);
+  const double n = (double)N * C;
+  if (t.cpu)
+    ops.push_back(gelu_backward(t, n)[0]);
+  else
+    ops.push_back(mem("dgelu epilogue", OpClass::stream, n * t.cs, 0));
+  return ops;
+}
+
+OpCosts attention_forward(const OpTarget& t, int B, int T, int C, int NH) { return attention(t, B, T, C, NH, false); }
+OpCosts attention_backward(const OpTarget& t, int B, int T, int C, int NH) { return attention(t, B, T, C, NH, true); }
+
+// Sampling: Tn queries over past+Tn keys per head; bound by reading the cache.
+OpCosts attention_cached_forward(const OpTarget& t, int B, int Tn, int past, int C, int NH) {
+  const double keys = (double)past + Tn;
+  return {mem("attention over the cache", OpClass::stream, 2.0 * B * keys * C * t.cs + 4.0 * B * Tn * C * t.cs)};
+}
+
+OpCosts gelu_forward(const OpTarget& t, double n) {
+  return {kernel(mem("gelu", OpClass::stream, 2.0 * n * t.cs), "gelu_forward", n)};
+}
+
+OpCosts gelu_backward(const OpTarget& t, double n) {
+  return {kernel(mem("gelu backward", OpClass::stream, 3.0 * n * t.cs), "gelu_backward", n)};
+}
+
+OpCosts residual_forward(const OpTarget& t, double n) { return {mem("residual", OpClass::stream, 3.0 * n * t.cs)}; }
+
+OpCosts residual_backward(const OpTarget& t, double n) {
+  return {mem("residual backward", OpClass::stream, 3.0 * n * t.cs)};  // dbranch in, dstream in and out
+}
+
+OpCosts classifier_forward(const OpTarget& t, int N, int V, int Vp) {
+  const double logits = (double)N * Vp * t.cs;
+  return {kernel(mem("classifier", OpClass::stream, (t.cpu ? 3 : 1) * logits), "classifier_forward", (double)N * V)};
+}
+
+OpCosts classifier_backward(const OpTarget& t, int N, int V, int Vp) {
+  const double logits = (double)N * Vp * t.cs;
+  return {kernel(mem("classifier backward", OpClass::stream, (t.cpu ? 5 : 2) * logits), "classifier_backward",
+                 (double)N * V)};
+}
+
+// Reads param, grad, m, v; writes param, m, v (and the compute copy's element when there is one).
+OpCosts adamw_update(const OpTarget& t, double n, bool param_out) {
+  return {kernel(mem("adamw", states_class(t), (28.0 + (param_out ? (double)t.cs : 0)) * n), "adamw", n)};
+}
+
+OpCosts sum_squares(const OpTarget& t, double n) { return {mem("sum of squares", states_class(t), 4.0 * n)}; }
+
+OpCosts accumulate_f32(const OpTarget& t, double n) {  // y in, x in, y out
+  return {mem("gradient add", states_class(t), 12.0 * n)};
+}
+
+OpCosts zero(const OpTarget& t, double bytes) {
+  const OpClass cls = t.host && !t.cpu ? OpClass::host_stream : t.cpu ? OpClass::copy : OpClass::stream;
+  return {mem("zero", cls, bytes)};
+}
+
+OpCosts copy_d2d(const OpTarget& t, double bytes) { return {mem("copy", OpClass::copy, bytes)}; }
+
+// fp32 -> compute dtype (n*(4+cs) bytes, a kernel); fp32 <-> bf16 (6n, a fill-class loop on the cpu).
+OpCosts convert(const OpTarget& t, const char* name, double n, double bytes_per_element) {
+  const bool fill = bytes_per_element == 6.0 && t.cpu;
+  return {mem(name, fill ? OpClass::copy : OpClass::stream, n * bytes_per_element)};
+}
+
+OpCosts host_device_copy(const char* name, double bytes) { return {mem(name, OpClass::pcie, bytes)}; }
+
+}  // namespace op_cost
+
+double products_flops(const OpCosts& ops) {
   double f = 0;
   for (const OpCost& o : ops) f += o.flops;
   return f;

@@ -1,8 +1,7 @@
-// The one statement of what each op of a training step costs: FLOPs for the products, bytes for the
-// memory-bound ops, derived from the shapes in the order src/model/gpt.cpp calls them (block forward,
-// its recompute, block backward, embedding, final layernorm, LM head and classifier) and from the
-// engine's own memory work (gradient slot fills, shard adds, AdamW). The time model prices them with a
-// hardware file (src/plan/timemodel.h); nothing here knows about time.
+// What each backend op costs, one function per op of the Backend interface (src/backend/backend.h): FLOPs
+// for the products, bytes for the memory-bound ops, from the op's own arguments. The simulated machine
+// (src/sim) prices every call the model and the engine make with these and a hardware file's rates
+// (src/plan/rank_rates.h); nothing here knows the order of a step or about time.
 //
 // Products are rated by M*N*K (a curve in the hardware file); a product's backward (dinp and dw, one
 // matmul_backward call) by its own curve when the file has one. On the CPU backend the attention's per-head
@@ -13,29 +12,26 @@
 //
 // Layernorm, GELU and the classifier also carry their kernel family and element count: a calibrated CPU
 // file rates them by elements (their exp work, not their bytes, bounds them there). Bytes are what an op
-// reads plus what it writes, at the compute dtype's size for activations and 4 for
-// fp32 statistics, gradients and model states. Training runs one classifier pass, in backward (losses and
-// dlogits together): on the CPU 5 passes over the logits (max, exp-sum + write, scale + write), on CUDA one
-// read and one write. gpt.cpp's fused pairs (residual + ln2, ln backward + residual, fcproj backward + GELU
+// reads plus what it writes, at the compute dtype's size for activations and 4 for fp32 statistics,
+// gradients and model states. The classifier's training pass (losses and dlogits together) makes 5 passes
+// over the logits on the CPU (max, exp-sum + write, scale + write), one read and one write on CUDA. The
+// fused ops (residual + layernorm, layernorm backward + residual, matmul + GELU, GELU backward + matmul
 // backward) are priced as the two ops they replace, in one launch (the CPU twins run the pair row by row).
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "src/model/activations.h"
-#include "src/model/config.h"
-
 namespace gpt {
 
 enum class OpClass {
-  gemm,         // one product: flops at gemm(mnk)
+  gemm,           // one product: flops at gemm(mnk)
   gemm_backward,  // a product's backward call (dinp and dw): flops at gemm_backward(mnk)
-  gemm_tasks,   // many single-threaded products in parallel: flops at gemm_tasks(mnk)
-  stream,       // a parallel loop over memory: bytes at stream(bytes)
-  copy,         // a copy or fill: bytes at copy(bytes)
-  host_stream,  // a loop over host memory (offloaded states): bytes at the host bandwidth
-  pcie,         // host <-> device copy: bytes at the PCIe bandwidth
+  gemm_tasks,     // many single-threaded products in parallel: flops at gemm_tasks(mnk)
+  stream,         // a parallel loop over memory: bytes at stream(bytes)
+  copy,           // a copy or fill: bytes at copy(bytes)
+  host_stream,    // a loop over host memory (offloaded states): bytes at the host bandwidth
+  pcie,           // host <-> device copy: bytes at the PCIe bandwidth
 };
 
 struct OpCost {
@@ -48,33 +44,48 @@ struct OpCost {
   double elements = 0;  // its elements (layernorm N*C, gelu N*4C, classifier N*V, adamw parameters)
   int launches = 1;  // kernels (or parallel regions) the op starts: each pays the hardware's op overhead
 };
+using OpCosts = std::vector<OpCost>;
 
-// The shapes one micro-step's ops are derived from.
-struct OpShape {
-  int64_t B = 1, T = 1;        // per-rank micro-batch and sequence length
-  int64_t C = 1, NH = 1, L = 1, V = 1, Vp = 1;
-  int64_t cs = 4;              // bytes per activation element (4 fp32 on the cpu backend, 2 bf16 on cuda)
-  bool cpu = true;             // which backend's kernels (cpu: fp32 OpenBLAS + OpenMP; else cuda)
-  // A flash-style attention kernel (--attention fused or cudnn): both are priced as the causal half of the
-  // products plus their q/k/v/out io; cuDNN's own kernels may be faster than this says (only a GPU tells).
-  bool fused_attention = false;
-  static OpShape of(const GPTConfig& cfg, int B, int T, bool cpu, bool fused_attention);
-  int64_t N() const { return B * T; }
+// Whose kernels run the op.
+struct OpTarget {
+  bool cpu = true;               // fp32 OpenBLAS + OpenMP (the cpu backend); else the cuda backend's kernels
+  int64_t cs = 4;                // bytes per activation element (4 fp32 on cpu, 2 bf16 on cuda)
+  bool fused_attention = false;  // --attention fused or cudnn: flash-style, priced as the causal half
+  bool host = false;             // the op runs on the host side (offloaded states): memory ops at host_stream
 };
 
-// A block's forward; with `recompute` the re-run of only the fields `kept` does not hold (gpt.cpp's
-// only_scratch pass), which never includes the MLP's output projection and residual.
-std::vector<OpCost> block_forward_ops(const OpShape& s, const KeptFields* recompute = nullptr);
-std::vector<OpCost> block_backward_ops(const OpShape& s);
-std::vector<OpCost> embed_forward_ops(const OpShape& s);    // token + position embedding
-std::vector<OpCost> embed_backward_ops(const OpShape& s);   // into wte's and wpe's gradients
-std::vector<OpCost> head_forward_ops(const OpShape& s);     // final layernorm
-std::vector<OpCost> head_backward_ops(const OpShape& s);
-std::vector<OpCost> lm_head_forward_ops(const OpShape& s);  // logits = lnf @ wte^T
-std::vector<OpCost> lm_head_backward_ops(const OpShape& s); // classifier backward, the product's backward
+namespace op_cost {
+// Shapes as in backend.h: N rows, C channels, OC output channels, NH heads, V vocab, Vp padded vocab.
+OpCosts encoder_forward(const OpTarget& t, int B, int T, int C);
+OpCosts encoder_backward(const OpTarget& t, int B, int T, int C);
+OpCosts layernorm_forward(const OpTarget& t, int N, int C);
+OpCosts layernorm_backward(const OpTarget& t, int N, int C);
+OpCosts residual_layernorm_forward(const OpTarget& t, int N, int C);
+OpCosts layernorm_backward_residual(const OpTarget& t, int N, int C);
+OpCosts matmul_forward(const OpTarget& t, int N, int C, int OC);
+OpCosts matmul_gelu_forward(const OpTarget& t, int N, int C, int OC);
+OpCosts matmul_backward(const OpTarget& t, int N, int C, int OC, bool bias);
+OpCosts gelu_matmul_backward(const OpTarget& t, int N, int C, int OC, bool bias);
+OpCosts attention_forward(const OpTarget& t, int B, int T, int C, int NH);
+OpCosts attention_backward(const OpTarget& t, int B, int T, int C, int NH);
+OpCosts attention_cached_forward(const OpTarget& t, int B, int Tn, int past, int C, int NH);
+OpCosts gelu_forward(const OpTarget& t, double n);
+OpCosts gelu_backward(const OpTarget& t, double n);
+OpCosts residual_forward(const OpTarget& t, double n);
+OpCosts residual_backward(const OpTarget& t, double n);
+OpCosts classifier_forward(const OpTarget& t, int N, int V, int Vp);
+OpCosts classifier_backward(const OpTarget& t, int N, int V, int Vp);
+// The engine's and the optimizer's memory work.
+OpCosts adamw_update(const OpTarget& t, double n, bool param_out);
+OpCosts sum_squares(const OpTarget& t, double n);
+OpCosts accumulate_f32(const OpTarget& t, double n);
+OpCosts zero(const OpTarget& t, double bytes);      // a fill: one thread's loop on the cpu, a kernel on cuda
+OpCosts copy_d2d(const OpTarget& t, double bytes);
+OpCosts convert(const OpTarget& t, const char* name, double n, double bytes_per_element);  // dtype conversions
+OpCosts host_device_copy(const char* name, double bytes);  // over PCIe (the cpu backend: a memcpy)
+}  // namespace op_cost
 
-// Model FLOPs of one micro-step's forward and backward (the products only: what MFU counts), and the
-// forward alone (what a full recompute adds).
-double products_flops(const std::vector<OpCost>& ops);
+// FLOPs of the products among ops (what MFU and the hardware FLOPs count).
+double products_flops(const OpCosts& ops);
 
 }  // namespace gpt

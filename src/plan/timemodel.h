@@ -1,30 +1,12 @@
 // The time model behind `gpt memplan --time`: one rank's training step, predicted before launching, by
-// replaying the engine's schedule (src/fsdp/engine_step.cpp) over priced ops (src/plan/op_costs.h) and
-// priced collectives (src/plan/collectives.h) on a hardware file (src/plan/hardware.h).
+// running it: the real model and FSDP engine execute one step on the simulated machine (src/sim/sim_step.h),
+// whose backend prices every op (src/plan/op_costs.h at src/plan/rank_rates.h's rates) and whose
+// communicators price every collective (src/plan/collectives.h) on a hardware file (src/plan/hardware.h),
+// each placed on the stream it would run on. The schedule (prefetch depth, gradient slots, hybrid's shared
+// comm stream, offload copies, MPI's progress inside waits) is the engine's; nothing here restates it.
 //
-// What is replayed, in the engine's order:
-//  - per micro-step: the root unit (embed) gathered once at the start of forward and kept to the end of
-//    backward; the other units acquired in Layout::pass_order, each acquire waiting for its gather and
-//    starting those of the units after it, up to K-1 ahead while rotating gather slots are free (K =
-//    --gather-slots; K = 1 prefetches nothing; never with a shard group of 1, where a "gather" is a local
-//    copy); full frees a unit after forward and gathers it again for backward, grad_op keeps forward's
-//    gather (one gather per unit), none reads the shards;
-//  - recompute: before a unit's backward, the re-run forward of the fields its layer does not keep;
-//  - gradients: a fresh full-unit gradient slot is zeroed, the unit's backward accumulates into it, and
-//    grad_ready starts its reduce-scatter (none: all-reduce; --reduce-dtype bf16: after rounding); with
-//    two rotating slots, taking a slot completes the oldest reduction first (wait, hybrid's replica
-//    all-reduce, the add into the grad shard or its copy to the host); --no-sync reduces on the last
-//    micro-step only; finish_backward completes the rest;
-//  - the step's end: loss and gradient-norm all-reduces, AdamW over the shards (on the host with
-//    offload), the device copies of the params refreshed (offload optimizer).
-// Channels: the compute stream; one FIFO per communicator (the shard group's and the replica group's);
-// on a GPU the copy stream and the host thread too. With overlap (NCCL) a collective runs from
-// max(issue, channel free) and a wait stalls compute only for what is left. Without it (OpenMPI, whose
-// nonblocking collectives progress only inside MPI calls) all collectives queue in one FIFO that advances
-// only while a rank waits: every byte is exposed, in the order it was started.
-//
-// Bytes: every collective's bytes are the ring accounting of src/dist/comm_volume.h for the call the
-// engine makes (count, dtype, group), so the per-kind totals equal the communication ledger's
+// Bytes: every collective is recorded in the simulated communicators' ledger exactly as the real ones record
+// it, so the per-kind totals equal the communication ledger's by construction
 // (tests/fsdp/test_time_model_ledger.cpp holds them equal under mpiexec -n 1..4).
 //
 // What it leaves out (docs/results/time_model/README.md): compute slowed by concurrent communication
@@ -47,23 +29,22 @@ struct TimeModelInput {
   int grad_accum = 1;          // micro-steps per optimizer step (--total-batch / (B*T*N))
   int ranks_per_node = 0;      // 0: min(world, the hardware's devices_per_node)
   int threads_per_rank = 0;    // CPU: 0 = max(1, cores / ranks_per_node) (how scripts launch ranks)
+  std::string trace_path;      // --trace FILE: the simulated step as a Perfetto trace, in simulated time
 };
 
 // Seconds of one phase of the step on the compute timeline.
 struct StepPhases {
   double forward = 0, recompute = 0, backward = 0;  // model ops (recompute: the re-run forwards)
-  double engine = 0;     // the engine's own memory work: local gathers, slot fills, shard adds, conversions
-  double copies = 0;     // host <-> device copies on the compute timeline (offload)
-  double exposed_comm = 0;  // waiting for collectives
-  double optimizer = 0;  // zeroing grads, gradient norm, AdamW, refreshing device copies
-  double host_wait = 0;  // waiting for the host's adds and copies (GPU offload)
+  double engine = 0;     // the engine's own memory work: zeroing, local gathers, shard adds, conversions
+  double copies = 0;     // host <-> device copies on the critical timeline, or waiting for them (offload)
+  double exposed_comm = 0;  // waiting for collectives (and the loss's and norm's scalar reductions)
+  double optimizer = 0;  // gradient norm, AdamW (on the host with offload)
+  double host_wait = 0;  // the device idle for the host (GPU: its adds, its issue, the final sync)
 };
 
 struct UnitTime {
   std::string name;
-  double forward = 0, recompute = 0, backward = 0;  // per micro-step, seconds
-  double gather = 0;      // one all-gather of the unit (0 when nothing is communicated)
-  double reduce = 0;      // its gradient reduction (reduce-scatter or all-reduce; + hybrid's all-reduce)
+  double forward = 0, recompute = 0, backward = 0;  // per step (every micro-step), seconds
 };
 
 struct TimePlan {
@@ -83,6 +64,7 @@ struct TimePlan {
   // Per acquire of the step, in call order (every micro-step): the all-gathers in flight beyond the acquired
   // unit once its prefetch window is filled, which the engine's trace shows while that unit computes.
   std::vector<int> gathers_ahead;
+  std::string trace_path;         // where the simulated step's trace was written ("" for none)
   std::string profile;            // which compute profile priced the ops ("2 ranks x 1 thread ...")
   std::string network;            // which links priced the collectives
   std::vector<std::string> notes; // approximations taken for this input (a profile scaled, defaults...)

@@ -13,6 +13,7 @@
 #include "src/io/model_file.h"
 #include "src/runtime/preflight_run.h"
 #include "src/train/config_hash.h"
+#include "src/train/train_step.h"
 #include "src/util/log.h"
 #include "src/util/trace.h"
 
@@ -176,48 +177,33 @@ double Trainer::flops_per_token() const {
 StepStats Trainer::step() {
   GPT_CHECK(train_loader_, "train: --train data is required");
   const auto t0 = now_seconds();
-  engine_->begin_step();
-  const double tokens = (double)opt_.B * opt_.T * accum_;  // this rank's tokens in the step
-  const float dloss = 1.0f / ((float)opt_.B * opt_.T * accum_);
-  // The loss is computed in backward (one classifier pass: loss and dlogits) and summed on the device; the
-  // micro-steps never wait for it, and the step reads it once below.
-  for (int micro = 0; micro < accum_; micro++) {
-    engine_->begin_micro_step(micro == accum_ - 1);
-    {
-      trace::Scope ts(trace::kData, "next_batch", "data");
-      train_loader_->next_batch(inputs_.data(), targets_.data());
-    }
-    model_->forward_train(inputs_.data(), targets_.data(), opt_.B, opt_.T, *engine_);
-    model_->backward(dloss, *engine_);
-  }
-  {
-    trace::Scope ts(trace::kCompute, "wait for reductions", "comm");
-    engine_->finish_backward();
-  }
+  TrainStepSpec spec;
+  spec.B = opt_.B;
+  spec.T = opt_.T;
+  spec.accum = accum_;
+  spec.lr = lr_.at((int)progress_.step);
+  // A skipped step leaves AdamW's count where it is, as a skipped optimizer.step() leaves PyTorch's: the
+  // bias corrections 1 - beta^t follow the updates applied, not the steps taken (the schedule follows those).
+  spec.update = (int)progress_.updates + 1;
+  spec.optim = opt_.optim;
+  spec.poison_loss = inject_nan_;
+  inject_nan_ = false;
+  const TrainStepResult r = run_train_step(*model_, *engine_, *engine_, world_, spec,
+                                           [&](int* in, int* tg) { train_loader_->next_batch(in, tg); });
   StepStats s;
-  const double mean = model_->take_loss_sum() / tokens;
-  s.loss = (float)(world_.world() > 1 ? world_.all_reduce_scalar(mean, ReduceOp::avg) : mean);
-  s.grad_norm = std::sqrt(engine_->grad_sumsq());
-  if (inject_nan_) {
-    s.loss = NAN;
-    inject_nan_ = false;
-  }
+  s.loss = r.loss;
+  s.grad_norm = r.grad_norm;
+  s.skipped = r.skipped;
   s.step = progress_.step + 1;
-  s.lr = lr_.at((int)progress_.step);
-  if (!std::isfinite(s.loss) || !std::isfinite(s.grad_norm)) {
-    s.skipped = true;
+  s.lr = spec.lr;
+  if (r.skipped) {
     progress_.bad_steps++;
     GPT_CHECK(progress_.bad_steps < opt_.max_bad_steps, "stopping: ", progress_.bad_steps,
               " consecutive steps with a non-finite loss or gradient norm (--max-bad-steps ", opt_.max_bad_steps, ")");
   } else {
     progress_.bad_steps = 0;
-    trace::Scope ts(trace::kOptimizer, "adamw", "optimizer");
-    // A skipped step leaves AdamW's count where it is, as a skipped optimizer.step() leaves PyTorch's: the
-    // bias corrections 1 - beta^t follow the updates applied, not the steps taken (the schedule follows those).
     progress_.updates++;
-    adamw_step(*engine_, opt_.optim, s.lr, (int)progress_.updates, s.grad_norm);
   }
-  backend().synchronize();
   progress_.step++;
   progress_.data = train_loader_->position();
   s.ms = (now_seconds() - t0) * 1e3;

@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "src/core/check.h"
-#include "src/plan/traffic.h"
+#include "src/sim/sim_step.h"
 #include "src/train/generate.h"
 #include "src/train/trainer.h"
 #include "src/util/log.h"
@@ -37,9 +37,10 @@ void Trainer::print_startup_report() {
   log_rank0(world_, "batch: B=", opt_.B, " T=", opt_.T, " x ", N, " ranks x ", accum_, " accumulation = ",
             opt_.total_batch, " tokens/step | lr ", opt_.lr, " warmup ", opt_.warmup, " | steps ", opt_.steps);
   report_memory();
-  log_rank0(world_, predict_traffic(model_->layout(), opt_.fsdp, N, engine_->shard_group_size(),
-                                    backend().compute_dtype())
-                        .describe());
+  sim::SimRun run;  // the same step on the simulated machine: its communication ledger, without running it
+  run.run = plan_input();
+  run.grad_accum = accum_;
+  log_rank0(world_, sim::traffic_line(sim::simulate_step(run), accum_));
 }
 
 // Each rank's ledger, collected on rank 0; then, where the backend has a driver to ask (cuda), each rank's

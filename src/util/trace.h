@@ -8,6 +8,7 @@
 // parts into FILE (a JSON object with "traceEvents"). Recording is a no-op when tracing is off.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,8 @@ enum Track : int {
   kOptimizer = 2,
   kData = 3,
   kCopies = 4,
+  kCommStream = 5,  // the simulated machine's streams (gpt memplan --time --trace): what ran when
+  kCopyStream = 6,
   kGatherSlot0 = 100,  // + slot index
   kReduceSlot0 = 200,  // + gradient slot index
 };
@@ -35,6 +38,13 @@ void end(int track);
 void counter(const char* name, double value);
 // Every rank writes its events; rank 0 merges them into the trace file. Collective when world > 1.
 void finish(Communicator& comm);
+// The clock events are stamped with, in microseconds: the simulated machine's (src/sim) while it runs a
+// step; an empty function restores the monotonic clock.
+void set_clock(std::function<double()> us);
+// A finished span at explicit times (the simulated machine's streams).
+void span(int track, const std::string& name, const char* category, double t0_us, double t1_us);
+// One process's events as the whole file (the simulated step: one rank, no communicator to merge over).
+void finish_local();
 // Drops everything recorded (tests).
 void reset();
 

@@ -13,7 +13,6 @@
 #include "src/core/check.h"
 #include "src/model/layout.h"
 #include "src/plan/hardware.h"
-#include "src/plan/op_costs.h"
 #include "src/plan/timemodel.h"
 #include "tests/common/tiny_config.h"
 
@@ -170,13 +169,17 @@ TEST(TimeModel, RecomputeAddsTheForwardProducts) {
   const TimePlan every2 = plan_time(in, hw);
   in.run.recompute = RecomputePolicy::parse("selective");
   const TimePlan sel = plan_time(in, hw);
-  const OpShape s = OpShape::of(in.run.cfg, in.run.B, in.run.T, true, false);
-  const double fwd = products_flops(block_forward_ops(s));
-  // a recomputed layer re-runs its forward up to the MLP's output projection (gpt.cpp's only_scratch pass)
-  const KeptFields nothing = KeptFields::for_layer(RecomputePolicy::parse("full"), 0);
-  const double refwd = products_flops(block_forward_ops(s, &nothing));
-  const double C = in.run.cfg.channels;
-  EXPECT_NEAR(fwd - refwd, 2.0 * in.run.B * in.run.T * 4 * C * C, 1e-6 * fwd);  // fcproj is not re-run
+  // A recomputed layer re-runs its forward up to the MLP's output projection (gpt.cpp's only_scratch pass):
+  // qkv, attproj and fc, 2N(3C^2 + C^2 + 4C^2) = 16 N C^2, and the attention's causal products, which the cpu kernel runs in row blocks of 64 queries: block i has
+  // nr rows over (i*64 + nr) keys, forward S = Q K^T and O = P V, 2 * 2 * nr * ncols * hs each head.
+  const double B = in.run.B, T = in.run.T, C = in.run.cfg.channels, NH = in.run.cfg.num_heads, hs = C / NH, N = B * T;
+  double attn = 0;
+  for (double r0 = 0; r0 < T; r0 += 64) {
+    const double nr = std::min(64.0, T - r0);
+    attn += B * NH * 2 * 2 * nr * (r0 + nr) * hs;
+  }
+  const double refwd = 2 * N * (3 * C * C + C * C + 4 * C * C) + attn;
+  const double fwd = refwd + 2 * N * 4 * C * C;  // fcproj is not re-run
   EXPECT_NEAR(full.hardware_flops - none.hardware_flops, 4 * refwd, 1e-6 * fwd);
   EXPECT_NEAR(every2.hardware_flops - none.hardware_flops, 2 * refwd, 1e-6 * fwd);  // layers 0 and 2
   // selective re-runs layernorms, attention and GELU: the attention's products, none of the matmuls
@@ -199,8 +202,10 @@ TEST(TimeModel, OffloadCostsCopiesAndHostWork) {
   const TimePlan par = plan_time(in, hw);
   EXPECT_GT(opt.step_s, dev.step_s);
   EXPECT_GT(par.step_s, opt.step_s);  // a host -> device copy before every gather
-  EXPECT_EQ(dev.phases.copies, 0);
-  EXPECT_GT(par.phases.copies, 0);
+  // Without offload the only copies are the token ids' upload (B*T inputs and targets, int32) and the loss
+  // read back (8 bytes), each one launch (op_overhead_s 1e-6) plus its bytes at the file's PCIe 2e10 B/s.
+  EXPECT_LE(dev.phases.copies, 3 * 1e-6 + (2.0 * in.run.B * in.run.T * 4 + 8) / 2e10 + 1e-12);
+  EXPECT_GT(par.phases.copies, 10 * dev.phases.copies);
   // the cpu backend: copies are memcpy on the compute timeline
   TimeModelInput c = input(2, 128, 2, ShardStrategy::full, DType::F32);
   const HardwareSpec cpu = parse_hardware(cpu_json(), "cpu.json");

@@ -1,0 +1,230 @@
+// See sim_backend.h. Each op prices its own arguments (op_costs.h) and lands on the timeline.
+#include "src/sim/sim_backend.h"
+
+#include <cstring>
+
+#include "src/core/check.h"
+#include "src/util/trace.h"
+
+namespace gpt::sim {
+
+namespace {
+constexpr uintptr_t kBase = uintptr_t{1} << 44;  // unbacked addresses start here (16 TiB, never mapped)
+constexpr uintptr_t kAlign = 256;
+}  // namespace
+
+SimBackend::SimBackend(const SimDevice& dev, Timeline& tl, const RankRates* rates)
+    : kind_(dev.kind), tl_(tl), rates_(rates), attention_(dev.attention), cudnn_ws_(dev.cudnn_workspace), next_(kBase) {
+  GPT_CHECK(dev.kind == DeviceKind::cpu || dev.kind == DeviceKind::cuda, "sim: unknown device kind");
+  // The cuda backend allocates its cuBLASLt workspace at construction.
+  if (kind_ == DeviceKind::cuda) blas_ = alloc((size_t)cuda::kCublasWorkspaceBytes, MemCat::workspace);
+}
+
+SimBackend::SimBackend(SimBackend& device)
+    : kind_(device.kind_), tl_(device.tl_), rates_(device.rates_), host_of_(&device), attention_(device.attention_) {}
+
+SimBackend::~SimBackend() {
+  if (host_of_) return;
+  free(scratch_);
+  free(blas_);
+}
+
+void* SimBackend::raw_alloc(size_t bytes) {
+  if (host_of_) return host_of_->raw_alloc(bytes);
+  const uintptr_t p = next_;
+  next_ += (bytes + kAlign - 1) / kAlign * kAlign;
+  return reinterpret_cast<void*>(p);
+}
+
+void* SimBackend::alloc(size_t bytes, MemCat cat) {
+  return host_of_ ? host_of_->alloc_host(bytes, cat) : Backend::alloc(bytes, cat);
+}
+void SimBackend::free(void* p) { host_of_ ? host_of_->free_host(p) : Backend::free(p); }
+void* SimBackend::alloc_host(size_t bytes, MemCat cat) {
+  return host_of_ ? host_of_->alloc_host(bytes, cat) : Backend::alloc_host(bytes, cat);
+}
+void SimBackend::free_host(void* p) { host_of_ ? host_of_->free_host(p) : Backend::free_host(p); }
+
+std::unique_ptr<Backend> SimBackend::host_side() {
+  GPT_CHECK(!host_of_, "sim: the host side has no host side of its own");
+  return std::unique_ptr<Backend>(new SimBackend(*this));
+}
+
+// As the cuda backend: one scratch block sized for the largest shapes, grown (never shrunk) when asked.
+void SimBackend::reserve_workspace(int B, int T, int C, int NH, int max_bias_oc) {
+  if (kind_ != DeviceKind::cuda || host_of_) return;
+  const int64_t need = cuda::op_scratch_bytes(B, T, C, NH, max_bias_oc, attention_, cudnn_ws_);
+  if (need <= scratch_bytes_) return;
+  free(scratch_);
+  scratch_ = alloc((size_t)need, MemCat::workspace);
+  scratch_bytes_ = need;
+}
+
+void SimBackend::set_attention_path(AttentionPath path, bool automatic) {
+  if (kind_ == DeviceKind::cpu) return Backend::set_attention_path(path, automatic);
+  attention_ = path;
+}
+
+size_t SimBackend::attention_state_bytes(int B, int T, int NH) const {
+  return (size_t)(kind_ == DeviceKind::cpu ? cpu::attention_state_bytes(B, T, NH)
+                                           : cuda::attention_state_bytes(attention_, B, T, NH));
+}
+
+OpTarget SimBackend::target() const {
+  OpTarget t;
+  t.cpu = kind_ == DeviceKind::cpu;
+  t.cs = t.cpu ? 4 : 2;
+  t.fused_attention = attention_ != AttentionPath::simple;
+  t.host = host_of_ != nullptr;
+  return t;
+}
+
+// The host side of a GPU runs on the host thread; everything else on the compute stream (which on the cpu
+// backend is the host).
+void SimBackend::run(const OpCosts& ops, Phase p) {
+  const double d = rates_ ? rates_->seconds(ops) : 0;
+  if (host_of_)
+    tl_.host(d, p);
+  else
+    tl_.compute(d, p);
+  const double f = gpt::products_flops(ops);
+  flops_ += f;
+  if (host_of_) host_of_->flops_ += f;
+  if (unit_ >= 0 && (p == Phase::forward || p == Phase::recompute || p == Phase::backward)) {
+    if ((int)unit_s_.size() <= unit_) unit_s_.resize(unit_ + 1, {0, 0, 0});
+    unit_s_[unit_][p == Phase::forward ? 0 : p == Phase::recompute ? 1 : 2] += d;
+  }
+}
+
+void SimBackend::model_op(const OpCosts& ops, bool backward) {
+  if (backward) in_backward_ = true;
+  run(ops, backward ? Phase::backward : in_backward_ ? Phase::recompute : Phase::forward);
+}
+
+// ---- memory work ----
+void SimBackend::zero(void*, size_t bytes) { engine_op(op_cost::zero(target(), (double)bytes)); }
+void SimBackend::copy_d2d(void*, const void*, size_t bytes) { engine_op(op_cost::copy_d2d(target(), (double)bytes)); }
+
+// Synchronous copies: on the compute stream, and the host waits for them.
+void SimBackend::copy_h2d(void*, const void*, size_t bytes) {
+  tl_.host_waits(tl_.compute(rates_ ? rates_->seconds(op_cost::host_device_copy("h2d", (double)bytes)) : 0, Phase::copies),
+                 Phase::copies);
+}
+void SimBackend::copy_d2h(void* dst, const void*, size_t bytes) {
+  copy_h2d(nullptr, nullptr, bytes);
+  // What the host reads back is neutral: zeros, where the destination is real host memory (not an address
+  // this machine gave out).
+  const uintptr_t d = reinterpret_cast<uintptr_t>(dst);
+  const SimBackend& dev = host_of_ ? *host_of_ : *this;
+  if (dst && !(d >= kBase && d < dev.next_)) std::memset(dst, 0, bytes);
+}
+
+uint64_t SimBackend::copy_h2d_async(void*, const void*, size_t bytes) {
+  const double d = rates_ ? rates_->seconds(op_cost::host_device_copy("h2d", (double)bytes)) : 0;
+  double s = 0;
+  const uint64_t t = tl_.copy(d, &s);
+  if (d > 0) trace::span(trace::kCopyStream, str("h2d ", bytes, " B"), "copy", s * 1e6, tl_.copy_end(t) * 1e6);
+  return t;
+}
+uint64_t SimBackend::copy_d2h_async(void*, const void*, size_t bytes) {
+  const double d = rates_ ? rates_->seconds(op_cost::host_device_copy("d2h", (double)bytes)) : 0;
+  double s = 0;
+  const uint64_t t = tl_.copy(d, &s);
+  if (d > 0) trace::span(trace::kCopyStream, str("d2h ", bytes, " B"), "copy", s * 1e6, tl_.copy_end(t) * 1e6);
+  return t;
+}
+
+void SimBackend::f32_to_compute(void*, const float*, size_t n) {
+  engine_op(op_cost::convert(target(), "to compute dtype", (double)n, 4.0 + (double)target().cs));
+}
+void SimBackend::compute_to_f32(float*, const void*, size_t n) {
+  engine_op(op_cost::convert(target(), "to fp32", (double)n, 4.0 + (double)target().cs));
+}
+void SimBackend::f32_to_bf16(void*, const float*, size_t n) { engine_op(op_cost::convert(target(), "to bf16", (double)n, 6)); }
+void SimBackend::bf16_to_f32(float*, const void*, size_t n) { engine_op(op_cost::convert(target(), "to fp32", (double)n, 6)); }
+
+// ---- model ops ----
+void SimBackend::encoder_forward(void*, const int*, const void*, const void*, int B, int T, int C) {
+  in_backward_ = false;  // a micro-step's forward starts here
+  model_op(op_cost::encoder_forward(target(), B, T, C), false);
+}
+void SimBackend::encoder_backward(float*, float*, const void*, const int*, int B, int T, int C) {
+  model_op(op_cost::encoder_backward(target(), B, T, C), true);
+}
+void SimBackend::layernorm_forward(void*, float*, float*, const void*, const void*, const void*, int N, int C) {
+  model_op(op_cost::layernorm_forward(target(), N, C), false);
+}
+void SimBackend::layernorm_backward(void*, float*, float*, const void*, const void*, const void*, const float*,
+                                    const float*, int N, int C) {
+  model_op(op_cost::layernorm_backward(target(), N, C), true);
+}
+void SimBackend::residual_layernorm_forward(void*, void*, float*, float*, const void*, const void*, const void*,
+                                            const void*, int N, int C) {
+  model_op(op_cost::residual_layernorm_forward(target(), N, C), false);
+}
+void SimBackend::layernorm_backward_residual(void*, float*, float*, const void*, const void*, const void*,
+                                             const float*, const float*, int N, int C) {
+  model_op(op_cost::layernorm_backward_residual(target(), N, C), true);
+}
+void SimBackend::matmul_forward(void*, const void*, const void*, const void*, int N, int C, int OC) {
+  model_op(op_cost::matmul_forward(target(), N, C, OC), false);
+}
+void SimBackend::matmul_gelu_forward(void*, void*, const void*, const void*, const void*, int N, int C, int OC) {
+  model_op(op_cost::matmul_gelu_forward(target(), N, C, OC), false);
+}
+void SimBackend::matmul_backward(void*, float*, float* dbias, const void*, const void*, const void*, int N, int C,
+                                 int OC) {
+  model_op(op_cost::matmul_backward(target(), N, C, OC, dbias != nullptr), true);
+}
+void SimBackend::gelu_matmul_backward(void*, float*, float* dbias, const void*, const void*, const void*, const void*,
+                                      int N, int C, int OC) {
+  model_op(op_cost::gelu_matmul_backward(target(), N, C, OC, dbias != nullptr), true);
+}
+void SimBackend::attention_forward(void*, void*, const void*, int B, int T, int C, int NH) {
+  model_op(op_cost::attention_forward(target(), B, T, C, NH), false);
+}
+void SimBackend::attention_backward(void*, const void*, const void*, const void*, const void*, int B, int T, int C,
+                                    int NH) {
+  model_op(op_cost::attention_backward(target(), B, T, C, NH), true);
+}
+void SimBackend::attention_cached_forward(void*, void*, void*, const void*, int B, int Tn, int past, int, int C,
+                                          int NH) {
+  model_op(op_cost::attention_cached_forward(target(), B, Tn, past, C, NH), false);
+}
+void SimBackend::gelu_forward(void*, const void*, size_t n) { model_op(op_cost::gelu_forward(target(), (double)n), false); }
+void SimBackend::gelu_backward(void*, const void*, const void*, size_t n) {
+  model_op(op_cost::gelu_backward(target(), (double)n), true);
+}
+void SimBackend::residual_forward(void*, const void*, const void*, size_t n) {
+  model_op(op_cost::residual_forward(target(), (double)n), false);
+}
+void SimBackend::residual_backward(void*, const void*, size_t n) {
+  model_op(op_cost::residual_backward(target(), (double)n), true);
+}
+void SimBackend::classifier_forward(float*, const void*, const int*, int N, int V, int Vp) {
+  model_op(op_cost::classifier_forward(target(), N, V, Vp), false);
+}
+void SimBackend::classifier_backward(void*, float*, double*, const int*, float, int N, int V, int Vp) {
+  model_op(op_cost::classifier_backward(target(), N, V, Vp), true);
+}
+
+// ---- the optimizer's and the engine's states work ----
+void SimBackend::adamw_update(float*, const float*, float*, float*, void* param_out, size_t n, const AdamWParams&) {
+  run(op_cost::adamw_update(target(), (double)n, param_out != nullptr), Phase::optimizer);
+}
+double SimBackend::sum_squares(const float*, size_t n) {
+  run(op_cost::sum_squares(target(), (double)n), Phase::optimizer);
+  if (!host_of_) tl_.host_waits(tl_.compute_free(), Phase::optimizer);  // the host reads the sum
+  return 0;
+}
+// Every buffer's reduction queued, then one host wait (as the cuda backend does it).
+double SimBackend::sum_squares_all(const float* const*, const size_t* ns, int count) {
+  for (int i = 0; i < count; i++) run(op_cost::sum_squares(target(), (double)ns[i]), Phase::optimizer);
+  if (!host_of_) tl_.host_waits(tl_.compute_free(), Phase::optimizer);
+  return 0;
+}
+void SimBackend::accumulate_f32(float*, const float*, size_t n, float) {
+  run(op_cost::accumulate_f32(target(), (double)n), Phase::engine);
+}
+
+}  // namespace gpt::sim

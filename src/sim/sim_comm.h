@@ -1,0 +1,35 @@
+// The simulated machine's communicator: the Communicator interface over a virtual world of N ranks, of which
+// this process plays one (rank 0; every rank of an FSDP step does the same work). No byte moves. Each
+// collective is recorded in the communication ledger exactly as the real communicators record it (the ring
+// accounting of src/dist/comm_volume.h), priced by the alpha-beta network model (src/plan/collectives.h) on
+// the links its group spans, and placed on the timeline (src/sim/timeline.h) the way the real one runs:
+//  - overlap (NCCL): one comm stream shared by the world and its splits, as src/dist/comm_nccl.cu shares it
+//    (hybrid's shard and replica groups queue behind each other); a collective starts when the compute
+//    stream has reached it and the stream is free; Work::wait() makes the compute stream wait;
+//  - no overlap (OpenMPI without a progress thread, src/dist/comm_mpi.cpp): collectives queue in one FIFO
+//    that advances only while the host waits; every byte is exposed, in the order it was started.
+// Groups are known by their shape (split_contiguous, split_strided), which is all placement needs: a group
+// of `size` ranks `stride` apart has min(size, max(1, R / stride)) of them on a node of R ranks.
+// Scalar reductions (loss, norm) return their input: a neutral value nothing may branch on.
+#pragma once
+#include <deque>
+#include <memory>
+
+#include "src/dist/communicator.h"
+#include "src/plan/collectives.h"
+#include "src/sim/timeline.h"
+
+namespace gpt::sim {
+
+struct SimNetwork;  // shared by a world and its splits (sim_comm.cpp)
+
+// net: the links; null prices every collective at 0 (a memory-only plan). overlap: the hardware file's
+// network.overlap. ranks_per_node: R.
+std::unique_ptr<Communicator> make_sim_world(int world, int ranks_per_node, Timeline& tl, const NetworkModel* net,
+                                             bool overlap);
+// All-gathers started and not yet waited for, over the world and its splits (the prefetch depth in flight).
+int sim_gathers_in_flight(Communicator& sim_comm);
+// Seconds spent in collectives on the comm streams (hidden or not) since the world was made.
+double sim_comm_seconds(Communicator& sim_comm);
+
+}  // namespace gpt::sim

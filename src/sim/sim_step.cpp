@@ -1,0 +1,141 @@
+// See sim_step.h.
+#include "src/sim/sim_step.h"
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+
+#include "src/core/check.h"
+#include "src/fsdp/engine.h"
+#include "src/model/gpt.h"
+#include "src/plan/collectives.h"
+#include "src/plan/rank_rates.h"
+#include "src/sim/observed_params.h"
+#include "src/sim/sim_backend.h"
+#include "src/sim/sim_comm.h"
+#include "src/train/train_step.h"
+#include "src/util/trace.h"
+
+namespace gpt::sim {
+
+namespace {
+
+// The rates and links of the hardware file for this run, when there is one.
+struct Pricing {
+  std::optional<RankRates> rates;
+  std::unique_ptr<NetworkModel> net;
+  bool overlap = true;
+};
+
+Pricing price_on(const SimRun& r, int R, SimResult& out) {
+  Pricing p;
+  if (!r.hw) return p;
+  const HardwareSpec& hw = *r.hw;
+  const bool cpu_run = r.run.compute == DType::F32;
+  GPT_CHECK(hw.dtype == r.run.compute, "--hardware ", hw.file, ": its rates are for ",
+            hw.dtype == DType::F32 ? "fp32 (the cpu backend)" : "bf16 (the cuda backend)", ", the run computes in ",
+            cpu_run ? "fp32 (--device cpu)" : "bf16 (--device cuda)", ": use a matching hardware file");
+  const int threads = r.threads_per_rank > 0 ? r.threads_per_rank : std::max(1, hw.cores / R);
+  p.rates = rates_for(hw, R, threads, &out.profile, &out.notes);
+  out.peak_flops = p.rates->peak;
+  p.net = std::make_unique<NetworkModel>(hw, R);
+  out.network = p.net->describe();
+  p.overlap = hw.overlap;
+  return p;
+}
+
+void read_ledger(const MemoryLedger& l, SimResult& out) {
+  for (int d = 0; d < kMemDomains; d++)
+    for (int c = 0; c < kMemCats; c++) out.peak[d][c] = l.peak((MemDomain)d, (MemCat)c);
+  out.device_peak = l.peak_total(MemDomain::device);
+  out.host_peak = l.peak_total(MemDomain::host);
+}
+
+}  // namespace
+
+SimResult simulate_step(const SimRun& r) {
+  validate_plan_input(r.run);
+  GPT_CHECK(r.grad_accum >= 1, "gradient accumulation must be >= 1, got ", r.grad_accum);
+  GPT_CHECK(!r.run.sampling, "sim: the simulated machine runs a training step, not sampling");
+  SimResult out;
+  const int N = r.run.world;
+  const int R = r.ranks_per_node > 0 ? r.ranks_per_node : r.hw ? std::min(N, r.hw->devices_per_node) : N;
+  GPT_CHECK(R >= 1 && R <= N, "ranks per node ", R, " must be in [1, --world ", N, "]");
+  out.ranks_per_node = R;
+  const Pricing pricing = price_on(r, R, out);
+  const bool cuda = r.run.compute == DType::BF16;
+
+  Timeline tl(/*async=*/cuda);
+  SimDevice dev;
+  dev.kind = cuda ? DeviceKind::cuda : DeviceKind::cpu;
+  dev.attention = r.run.attention;
+  dev.cudnn_workspace = r.run.cudnn_workspace.value_or(cuda::CudnnPlanWorkspace{});
+  SimBackend be(dev, tl, pricing.rates ? &*pricing.rates : nullptr);
+  std::unique_ptr<Communicator> world = make_sim_world(N, R, tl, pricing.net.get(), pricing.overlap);
+
+  // As the trainer makes them (Trainer::make_model_and_engine).
+  GPT model(be, r.run.cfg, r.run.recompute);
+  FsdpEngine engine(be, *world, model.layout(), r.run.fsdp);
+  model.reserve_workspace(r.run.B, r.run.T);
+  ObservedParams params(engine, be, *world);
+
+  TrainStepSpec spec;
+  spec.B = r.run.B;
+  spec.T = r.run.T;
+  spec.accum = r.grad_accum;
+  spec.lr = 1e-4f;
+  const bool tracing = !r.trace_path.empty();
+  if (tracing) {
+    trace::start(r.trace_path, 0);
+    trace::set_clock([&tl] { return tl.now() * 1e6; });
+  }
+  tl.restart();  // the set-up (allocation, zeroing) is not the step
+  engine.begin_traffic_step();
+  const double comm0 = sim_comm_seconds(*world);
+  try {
+    run_train_step(model, engine, params, *world, spec, [](int* in, int* tg) {});
+  } catch (...) {
+    if (tracing) trace::set_clock({}), trace::reset();
+    throw;
+  }
+  if (tracing) {
+    trace::set_clock({});
+    trace::finish_local();
+  }
+  read_ledger(be.ledger(), out);
+  const CommCounters c = engine.traffic_step();
+  out.bytes = c.bytes_sent;
+  out.calls = c.calls;
+  out.step_s = tl.host_time();
+  out.phases = tl.phases();
+  out.comm_s = sim_comm_seconds(*world) - comm0;
+  out.hardware_flops = be.products_flops();
+  out.gathers_ahead = params.gathers_ahead();
+  const Layout& layout = model.layout();
+  for (int u = 0; u < layout.num_units(); u++) {
+    SimUnit su;
+    su.name = layout.unit(u).name;
+    if (u < (int)be.unit_seconds().size()) {
+      const auto& s = be.unit_seconds()[u];
+      su.forward = s[0], su.recompute = s[1], su.backward = s[2];
+    }
+    out.units.push_back(su);
+  }
+  return out;
+}
+
+std::string traffic_line(const SimResult& r, int grad_accum) {
+  std::string kinds;
+  int64_t total = 0;
+  for (int k = 0; k < kCollKinds; k++) {
+    if (r.calls[k] == 0 || r.bytes[k] == 0) continue;
+    kinds += str(kinds.empty() ? "" : ", ", collkind_name((CollKind)k), " ", r.bytes[k] / 1048576.0, " MiB (",
+                 r.calls[k], " calls)");
+    total += r.bytes[k];
+  }
+  return str("traffic per step per rank (", grad_accum, " micro-step", grad_accum > 1 ? "s" : "",
+             ", the simulated step's ledger): ", kinds.empty() ? std::string("none") : kinds, " = ",
+             total / 1048576.0, " MiB");
+}
+
+}  // namespace gpt::sim
