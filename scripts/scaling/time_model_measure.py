@@ -10,6 +10,8 @@ one configuration later than the previous one):
      configurations at that N.
   2. predict: `gpt memplan --time --hardware FILE --json` for the configuration (step_ms).
   3. measure: `gpt bench --json --steps S` (median ms/step over S steps after a warm-up step).
+With --old-gpt PATH a second binary (an older planner, built beside this one) predicts from the same
+hardware file in the same round (predicted_old_ms), so two planners are judged on the same measurements.
 The load average is recorded before and after each measurement. Multi-rank runs use
 `mpiexec --oversubscribe --bind-to none`, one OpenMP/OpenBLAS thread per rank, and OpenMPI's
 yield-when-idle mode (OMPI_MCA_mpi_yield_when_idle=1) for calibration and measurement alike: on a shared
@@ -69,6 +71,7 @@ def parse():
     p.add_argument("--calibration", choices=("config", "round"), default="config",
                    help="a fresh hardware file per configuration (default), or one per rank count and round "
                         "(reused by that round's configurations at the same N; quick)")
+    p.add_argument("--old-gpt", default=None, help="a second gpt binary whose prediction is recorded beside this one's")
     p.add_argument("-B", type=int, default=4, help="per-rank micro-batch (default 4)")
     p.add_argument("-T", type=int, default=64, help="sequence length (default 64)")
     a = p.parse_args()
@@ -137,6 +140,13 @@ def main():
             pred = last_json(txt) if rc == 0 else None
             if pred is None:
                 raise c.UserError(f"memplan --time failed for {label}: {txt.strip()[-300:]}")
+            old = None
+            if a.old_gpt:
+                rc, _, txt = c.run([a.old_gpt, "memplan", "--config", preset, "--world", str(n), *model, *extra,
+                                    "--time", "--hardware", str(hw), "--json"], env, a.timeout, log)
+                old = last_json(txt) if rc == 0 else None
+                if old is None:
+                    raise c.UserError(f"--old-gpt memplan --time failed for {label}: {txt.strip()[-300:]}")
             load_before = loadavg()
             rc, _, txt = c.run(c.launch(a, n, [a.gpt, "bench", "--config", preset, *model, *extra, "--steps",
                                                str(a.steps), "--json"]), env, a.timeout, log)
@@ -152,6 +162,9 @@ def main():
                    "predicted_compute_ms": round(t["compute_ms"], 2), "load_calibrate": load_cal,
                    "load_before": load_before, "load_after": load_after, "calibration_s": round(secs, 1),
                    "hardware_file": str(hw.relative_to(out))}
+            if old is not None:
+                row["predicted_old_ms"] = round(old["time"]["step_ms"], 2)
+                row["error_old"] = round((old["time"]["step_ms"] - meas["ms_per_step"]) / meas["ms_per_step"], 4)
             rows.append(row)
             print(f"[{time.time() - t_start:6.0f}s] round {r + 1} {label:32s} predicted {row['predicted_ms']:9.1f} "
                   f"measured {row['measured_ms']:9.1f} error {100 * row['error']:+6.1f}%  load {load_before:.2f}->"
@@ -197,6 +210,10 @@ def summarize(out, rows):
                         "measured_min_ms": min(x["measured_ms"] for x in rs),
                         "measured_max_ms": max(x["measured_ms"] for x in rs),
                         "load_min": min(x["load_before"] for x in rs), "load_max": max(x["load_after"] for x in rs)})
+        if "predicted_old_ms" in rs[0]:
+            old = statistics.median(x["predicted_old_ms"] for x in rs)
+            summary[-1]["predicted_old_ms"] = round(old, 1)
+            summary[-1]["error_old"] = round((old - meas) / meas, 4)
     with open(out / "summary.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(summary[0].keys()))
         w.writeheader()
@@ -206,6 +223,10 @@ def summarize(out, rows):
     print(f"{len(summary)} configurations: median |error| {100 * statistics.median(errs):.1f}%, max "
           f"{100 * max(errs):.1f}% (medians over rounds); over all {len(rows)} paired runs: median "
           f"{100 * statistics.median(paired):.1f}%, max {100 * max(paired):.1f}%")
+    if "error_old" in summary[0]:
+        old = sorted(abs(s["error_old"]) for s in summary)
+        print(f"--old-gpt on the same rounds: median |error| {100 * statistics.median(old):.1f}%, max "
+              f"{100 * max(old):.1f}% (medians over rounds)")
 
 
 if __name__ == "__main__":

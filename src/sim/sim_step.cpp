@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "src/core/check.h"
 #include "src/fsdp/engine.h"
@@ -58,6 +59,7 @@ SimResult simulate_step(const SimRun& r) {
   GPT_CHECK(r.grad_accum >= 1, "gradient accumulation must be >= 1, got ", r.grad_accum);
   GPT_CHECK(!r.run.sampling, "sim: the simulated machine runs a training step, not sampling");
   SimResult out;
+  trace::Isolated quiet;  // a run's own --trace never sees the simulated step
   const int N = r.run.world;
   const int R = r.ranks_per_node > 0 ? r.ranks_per_node : r.hw ? std::min(N, r.hw->devices_per_node) : N;
   GPT_CHECK(R >= 1 && R <= N, "ranks per node ", R, " must be in [1, --world ", N, "]");
@@ -93,7 +95,12 @@ SimResult simulate_step(const SimRun& r) {
   engine.begin_traffic_step();
   const double comm0 = sim_comm_seconds(*world);
   try {
-    run_train_step(model, engine, params, *world, spec, [](int* in, int* tg) {});
+    if (r.run.fsdp.inference) {  // eval's pass (Trainer::evaluate): a forward with targets, no gradients
+      const std::vector<int> tokens((size_t)r.run.B * r.run.T, 0);
+      model.forward(tokens.data(), tokens.data(), r.run.B, r.run.T, params);
+    } else {
+      run_train_step(model, engine, params, *world, spec, [](int* in, int* tg) {});
+    }
   } catch (...) {
     if (tracing) trace::set_clock({}), trace::reset();
     throw;

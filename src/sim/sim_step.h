@@ -17,6 +17,7 @@
 namespace gpt::sim {
 
 struct SimRun {
+  // With fsdp.inference, eval's forward-only pass instead of a training step (sampling is not simulated).
   MemPlanInput run;             // model, world, sharding, recompute, offload, B, T, compute dtype, attention
   int grad_accum = 1;           // micro-steps per optimizer step
   int ranks_per_node = 0;       // 0: min(world, the hardware's devices_per_node), or the world without one

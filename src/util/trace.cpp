@@ -114,6 +114,15 @@ void counter(const char* name, double value) {
   s.events.push_back({'C', 0, now_us(), value, name, ""});
 }
 
+Isolated::Isolated() : saved_(new State(std::move(st()))) {
+  st() = State{};
+}
+
+Isolated::~Isolated() {
+  st() = std::move(*static_cast<State*>(saved_));
+  delete static_cast<State*>(saved_);
+}
+
 void set_clock(std::function<double()> us) { clock_override() = std::move(us); }
 
 void span(int track, const std::string& name, const char* category, double t0_us, double t1_us) {

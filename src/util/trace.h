@@ -48,6 +48,19 @@ void finish_local();
 // Drops everything recorded (tests).
 void reset();
 
+// While one lives, recording starts from nothing and the trace that was on (a run's --trace) is set aside
+// untouched, restored at destruction: the simulated step (src/sim) records only into a trace of its own.
+class Isolated {
+ public:
+  Isolated();
+  ~Isolated();
+  Isolated(const Isolated&) = delete;
+  Isolated& operator=(const Isolated&) = delete;
+
+ private:
+  void* saved_;  // the State set aside (trace.cpp)
+};
+
 // begin() on construction, end() on destruction.
 class Scope {
  public:

@@ -169,7 +169,8 @@ TEST(GatherSlots, TraceShowsKMinusOneGathersInFlightBeyondTheUnitInUse) {
           ahead.push_back((int)sp.in_flight.size());
       }
       EXPECT_EQ(model_spans, 2 * (2 * kLayers + 6)) << c.label();  // 2 steps of forward + backward
-      // The time model's replay of the schedule has the same gathers in flight at every acquire.
+      // The time model's simulated step (the same engine on the simulated machine) has the same gathers in
+      // flight at every acquire.
       std::vector<int> replayed = plan.gathers_ahead;
       replayed.insert(replayed.end(), plan.gathers_ahead.begin(), plan.gathers_ahead.end());  // 2 steps
       EXPECT_EQ(ahead, replayed) << c.label() << ", rank " << pid << " (trace, then the time model)";
