@@ -51,6 +51,7 @@ std::string time_table(const TimeModelInput& in, const TimePlan& p, const Hardwa
   out += str("  tokens/s      ", fmt("%10.1f", p.tokens_per_s), " (all ranks)   MFU ", fmt("%.1f", 100 * p.mfu),
              "% of ", fmt("%.4g", p.peak_flops / 1e12), " TFLOP/s per rank (6n + 12LCT per token)\n");
   for (const std::string& n : p.notes) out += str("  note: ", n, "\n");
+  out += str("  planned by running the step on a simulated machine in ", fmt("%.1f", ms(p.plan_s)), " ms\n");
   if (!p.trace_path.empty()) out += str("  trace of the simulated step: ", p.trace_path, "\n");
   return out;
 }
@@ -79,7 +80,7 @@ std::string time_json_members(const TimeModelInput& in, const TimePlan& p, const
              ms(ph.optimizer), ", \"host_wait\": ", ms(ph.host_wait), "}, \"hardware_flops_per_step\": ", p.hardware_flops,
              ", \"model_flops_per_token\": ", p.model_flops_per_token, ", \"bytes\": {", bytes, "}, \"calls\": {", calls,
              "}, \"profile\": ", json_quote(p.profile), ", \"network\": ", json_quote(p.network), ", \"units\": [", units,
-             "], \"notes\": [", notes, "]");
+             "], \"plan_ms\": ", ms(p.plan_s), ", \"notes\": [", notes, "]");
 }
 
 std::vector<int> parse_int_list(const std::string& s, const std::string& flag) {
@@ -145,11 +146,9 @@ std::string sweep_report(const TimeModelInput& base, const HardwareSpec& hw, con
         else
           in.run.B = (int)(global_seqs / N);
       }
-      TimePlan p;
-      MemPlan m;
+      TimePlan p;  // one simulated step: its time and its memory ledger
       if (skip.empty()) {
         try {
-          m = plan_memory(in.run);
           p = plan_time(in, hw);
         } catch (const Error& e) {
           skip = e.what();
@@ -163,18 +162,18 @@ std::string sweep_report(const TimeModelInput& base, const HardwareSpec& hw, con
           out += str(fmt("%6.0f", N), " ", name, ": skipped (", skip, ")\n");
         continue;
       }
-      const bool fits = hw.memory_bytes <= 0 || (double)m.device_peak <= hw.memory_bytes;
+      const bool fits = hw.memory_bytes <= 0 || (double)p.device_peak <= hw.memory_bytes;
       const int G = EngineGeometry::shard_group_size(in.run.fsdp, N);
       if (json) {
         out += str("{\"world\": ", N, ", \"shard\": \"", name, "\", \"group\": ", G, ", \"B\": ", in.run.B, ", \"T\": ",
                    in.run.T, ", \"step_ms\": ", ms(p.step_s), ", \"tokens_per_s\": ", p.tokens_per_s,
                    ", \"tokens_per_s_per_rank\": ", p.tokens_per_s / N, ", \"mfu\": ", p.mfu, ", \"compute_ms\": ",
                    ms(p.compute_s), ", \"comm_ms\": ", ms(p.comm_s), ", \"exposed_comm_ms\": ", ms(p.exposed_comm_s),
-                   ", \"device_peak_bytes\": ", m.device_peak, ", \"fits\": ", fits ? "true" : "false", "}\n");
+                   ", \"device_peak_bytes\": ", p.device_peak, ", \"fits\": ", fits ? "true" : "false", "}\n");
       } else {
         std::snprintf(line, sizeof line, "%6d %-8s %5d %4d %11.3f %13.1f %11.1f %6.1f%% %11.3f %11.1f %s\n", N, name, G,
                       in.run.B, ms(p.step_s), p.tokens_per_s, p.tokens_per_s / N, 100 * p.mfu, ms(p.exposed_comm_s),
-                      m.device_peak / 1048576.0, hw.memory_bytes > 0 ? (fits ? "yes" : "NO") : "-");
+                      p.device_peak / 1048576.0, hw.memory_bytes > 0 ? (fits ? "yes" : "NO") : "-");
         out += line;
       }
     }

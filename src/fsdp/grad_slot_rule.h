@@ -1,6 +1,5 @@
-// Which gradient slot a unit's backward writes into. The engine (engine_step.cpp) and the time model
-// (src/plan/timemodel.cpp), which replays the engine's schedule, both pick slots by this one rule, so the
-// replay cannot drift from what the engine does.
+// Which gradient slot a unit's backward writes into (engine_step.cpp). The planner runs the engine itself
+// (src/sim), so this rule has one reader.
 //
 // The rule: a unit keeps filling its own slot while that slot is not yet reducing (recompute and
 // accumulation come back to the same unit); otherwise it takes a free slot. Slot 0 belongs to the root unit

@@ -124,7 +124,7 @@ MemPlan memory_from_geometry(const MemPlanInput& in) {
 MemPlan plan_memory(const MemPlanInput& in) {
   MemPlan p = memory_from_geometry(in);
   if (in.sampling) return p;  // sampling runs no training step: the key/value cache's closed form stands
-  sim::SimRun run;
+  sim::SimRun run;  // (which checks the closed form again first: microseconds)
   run.run = in;
   const sim::SimResult r = sim::simulate_step(run);
   p.peak = r.peak;

@@ -1,6 +1,8 @@
 // See timemodel.h: the prediction is one simulated step (src/sim/sim_step.h), summarised.
 #include "src/plan/timemodel.h"
 
+#include <chrono>
+
 #include "src/core/check.h"
 #include "src/sim/sim_step.h"
 
@@ -15,7 +17,9 @@ TimePlan plan_time(const TimeModelInput& in, const HardwareSpec& hw) {
   run.threads_per_rank = in.threads_per_rank;
   run.hw = &hw;
   run.trace_path = in.trace_path;
+  const auto t0 = std::chrono::steady_clock::now();
   const sim::SimResult r = sim::simulate_step(run);
+  const double plan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   TimePlan plan;
   plan.step_s = r.step_s;
@@ -40,6 +44,9 @@ TimePlan plan_time(const TimeModelInput& in, const HardwareSpec& hw) {
   plan.network = r.network;
   plan.notes = r.notes;
   plan.trace_path = in.trace_path;
+  plan.plan_s = plan_s;
+  plan.device_peak = r.device_peak;
+  plan.host_peak = r.host_peak;
   const GPTConfig& cfg = in.run.cfg;
   const double tokens = (double)in.run.B * in.run.T * in.run.world * in.grad_accum;
   plan.tokens_per_s = plan.step_s > 0 ? tokens / plan.step_s : 0;

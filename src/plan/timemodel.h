@@ -65,6 +65,8 @@ struct TimePlan {
   // unit once its prefetch window is filled, which the engine's trace shows while that unit computes.
   std::vector<int> gathers_ahead;
   std::string trace_path;         // where the simulated step's trace was written ("" for none)
+  double plan_s = 0;              // wall time the simulated step took to run (the planner's own cost)
+  int64_t device_peak = 0, host_peak = 0;  // the simulated step's memory ledger (= plan_memory's peaks)
   std::string profile;            // which compute profile priced the ops ("2 ranks x 1 thread ...")
   std::string network;            // which links priced the collectives
   std::vector<std::string> notes; // approximations taken for this input (a profile scaled, defaults...)

@@ -57,6 +57,7 @@ std::string track_name(int t) {
   if (t == kCopies) return "copies";
   if (t == kCommStream) return "comm stream (simulated)";
   if (t == kCopyStream) return "copy stream (simulated)";
+  if (t == kEngineStream) return "engine ops (simulated compute stream)";
   if (t >= kReduceSlot0) return "reduce slot " + std::to_string(t - kReduceSlot0);
   if (t >= kGatherSlot0) return "gather slot " + std::to_string(t - kGatherSlot0);
   return "track " + std::to_string(t);

@@ -25,6 +25,7 @@ enum Track : int {
   kCopies = 4,
   kCommStream = 5,  // the simulated machine's streams (gpt memplan --time --trace): what ran when
   kCopyStream = 6,
+  kEngineStream = 7,  // the engine's and the optimizer's ops on the simulated compute stream
   kGatherSlot0 = 100,  // + slot index
   kReduceSlot0 = 200,  // + gradient slot index
 };

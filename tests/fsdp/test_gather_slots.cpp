@@ -3,8 +3,8 @@
 // all-gathers started and not yet finished are exactly the units at positions p+1 .. p+K-1 of the pass's
 // order after the acquired unit's position p (Layout::pass_order), less the root unit (own slot, gathered
 // once) and units already gathered (grad_op's backward), and nothing at all with one rank. So some compute
-// has exactly K-1 gathers in flight, none more, and K = 1 none; the time model's replay of the schedule has
-// the same gathers in flight at every acquire. Prefetch changes when a unit is gathered,
+// has exactly K-1 gathers in flight, none more, and K = 1 none; the time model's simulated step (the same
+// engine on the simulated machine) has the same gathers in flight at every acquire. Prefetch changes when a unit is gathered,
 // not what: K = 1..4 train bit-identical losses and parameters, with the same traffic.
 #include <gtest/gtest.h>
 
@@ -171,9 +171,9 @@ TEST(GatherSlots, TraceShowsKMinusOneGathersInFlightBeyondTheUnitInUse) {
       EXPECT_EQ(model_spans, 2 * (2 * kLayers + 6)) << c.label();  // 2 steps of forward + backward
       // The time model's simulated step (the same engine on the simulated machine) has the same gathers in
       // flight at every acquire.
-      std::vector<int> replayed = plan.gathers_ahead;
-      replayed.insert(replayed.end(), plan.gathers_ahead.begin(), plan.gathers_ahead.end());  // 2 steps
-      EXPECT_EQ(ahead, replayed) << c.label() << ", rank " << pid << " (trace, then the time model)";
+      std::vector<int> simulated = plan.gathers_ahead;
+      simulated.insert(simulated.end(), plan.gathers_ahead.begin(), plan.gathers_ahead.end());  // 2 steps
+      EXPECT_EQ(ahead, simulated) << c.label() << ", rank " << pid << " (trace, then the time model)";
     }
     if (w.rank() == 0) std::printf("[gather-slots] %s N=%d: at most %d gathers in flight\n", c.label().c_str(),
                                    w.world(), most);

@@ -1,8 +1,9 @@
 // The time model's collectives against the communication ledger: for every strategy, hybrid group, reduce
 // dtype, --no-sync with accumulation, gather-slot count, recompute and offload, one training step's bytes per
 // collective kind (engine->traffic_step()) equal plan_time(...).bytes exactly, at every world size ctest runs
-// (mpiexec -n 1..4). The model replays the engine's calls with the ring accounting of dist/comm_volume.h;
-// this holds the replay to the engine.
+// (mpiexec -n 1..4). This now holds by construction: the time model runs the same engine on the simulated
+// machine, whose communicators record each call with the ring accounting of dist/comm_volume.h as the real
+// ones do; the test stays as the proof that the simulated step makes the calls a real step makes.
 #include <gtest/gtest.h>
 
 #include <string>
