@@ -4,7 +4,7 @@ while a unit computes (from the trace of a real run and from the trace of the si
 same function), the device peak (the ledger against memplan) and the step time (gpt bench against
 gpt memplan --time on a calibration made in the same round).
 
-  scripts/scaling/prefetch_depth.py [--slots 2,3,4] [--ranks 4] [--config d6] [--rounds 2] [--out DIR]
+  scripts/scaling/prefetch_depth.py [--slots 2,3,4] [--ranks 4] [--config d6] [--rounds 2] [--out DIR] [--quick]
 Writes OUT/prefetch_depth.csv and OUT/prefetch_depth.md.
 """
 import csv
@@ -28,8 +28,15 @@ def parse():
     p.add_argument("-B", type=int, default=4)
     p.add_argument("-T", type=int, default=64)
     a = p.parse_args()
+    if a.quick:  # 2 ranks, d2, K = 1 and 2, one round, a quick calibration: about half a minute
+        a.ranks, a.config, a.slots, a.rounds, a.steps = 2, "d2", "1,2", 1, 2
     a.gpt = c.check_gpt(a.gpt)
-    a.slots = [int(x) for x in a.slots.split(",")]
+    try:
+        a.slots = [int(x) for x in a.slots.split(",")]
+    except ValueError:
+        raise c.UserError(f"--slots {a.slots}: expected a comma-separated list of integers like 2,3,4")
+    if any(k < 1 for k in a.slots) or a.ranks < 2 or a.rounds < 1:
+        raise c.UserError("--slots must be >= 1, --ranks >= 2 and --rounds >= 1")
     return a
 
 
@@ -65,7 +72,9 @@ def main():
     rows = []
     for r in range(a.rounds):
         hw = work / f"round{r + 1}_N{a.ranks}.json"
-        rc, _, txt = c.run(c.launch(a, a.ranks, [a.gpt, "bench", "--calibrate", "--out", str(hw)]), env, a.timeout, log)
+        quick = ["--quick"] if a.quick else []
+        rc, _, txt = c.run(c.launch(a, a.ranks, [a.gpt, "bench", "--calibrate", "--out", str(hw), *quick]), env,
+                           a.timeout, log)
         if rc != 0:
             raise c.UserError(f"calibration failed: {txt.strip()[-300:]}")
         for K in a.slots[r % len(a.slots):] + a.slots[:r % len(a.slots)]:

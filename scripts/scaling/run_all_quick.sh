@@ -70,6 +70,13 @@ check_csv "$tm/published.csv"
 for f in measured_vs_predicted.png measured.md sweep_d12_h100.png published.md; do
   [ -s "$tm/$f" ] || { echo "FAIL: time_model wrote no $f" >&2; exit 1; }
 done
+"$py" scripts/scaling/prefetch_depth.py --gpt "$gpt" --out "$tm" --quick > "$tmp/pd.log" 2>&1 \
+  || { tail -20 "$tmp/pd.log" >&2; echo "FAIL: prefetch_depth.py --quick" >&2; exit 1; }
+check_csv "$tm/prefetch_depth.csv"
+"$gpt" memplan --device cuda --config d12 --world 8 -B 4 -T 1024 --time --hardware data/hardware/h100.json \
+  --trace "$tm/predicted.json" > /dev/null
+"$py" scripts/scaling/trace_reading.py "$tm/predicted.json" | grep -q "collectives on the comm stream" \
+  || { echo "FAIL: trace_reading.py on a predicted trace" >&2; exit 1; }
 echo "   $(( $(date +%s) - start )) s"
 
 echo "== impossible configurations exit non-zero with a one-line message"

@@ -146,6 +146,7 @@ class NcclCommunicator final : public Communicator {
   }
 
   std::string name() const override { return "nccl"; }
+  bool stream_ordered() const override { return true; }  // one comm stream, shared with every split
   int rank() const override { return rank_; }
   int world() const override { return world_; }
   int local_rank() const override { return host_->local_rank(); }

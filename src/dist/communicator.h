@@ -66,6 +66,11 @@ class Communicator {
   // group). Collective, as split is; the simulated machine (src/sim) knows a group only by its shape.
   virtual std::unique_ptr<Communicator> split_contiguous(int size) { return split(rank() / size, rank()); }
   virtual std::unique_ptr<Communicator> split_strided(int stride) { return split(rank() % stride, rank()); }
+  // True when this communicator's collectives and its splits' run one after another, in issue order, on one
+  // stream, each reading what the ones before it wrote (NCCL's shared comm stream): a collective may then be
+  // issued on another's result before that one is waited for. False where each must be waited for first
+  // (MPI's requests progress independently).
+  virtual bool stream_ordered() const { return false; }
   // Ends every rank's run after a fatal error on this one (MPI_Abort / ncclCommAbort).
   virtual void abort(int code) = 0;
 

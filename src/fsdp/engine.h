@@ -156,6 +156,8 @@ class FsdpEngine : public ParamSource {
     int owner = -1;               // unit using the slot, -1 when free
     bool reducing = false;        // its reduction is in flight (listed in pending_)
     WorkPtr work;
+    WorkPtr replica_work;         // hybrid on a stream-ordered communicator: the replica all-reduce, issued
+                                  // right behind the reduce-scatter
     // Offload: the copy of the reduced shard into host_rs runs on the copy stream (Backend::copy_d2h_async).
     uint64_t d2h = 0;             // its ticket
     bool d2h_reads_slot = false;  // compute must wait for it before rewriting the buffers it reads

@@ -243,6 +243,11 @@ void FsdpEngine::grad_ready(int u) {
   } else {
     g.work = replica_comm_->all_reduce_async(g.src, (size_t)ug.padded, DType::F32, ReduceOp::sum);
   }
+  if (geo_.group > 1 && replica_comm_->world() > 1 && shard_comm_->stream_ordered()) {
+    void* out = geo_.bf16_reduce ? g.recv_bf16 : static_cast<void*>(g.rs_out);  // (shard) the reduce-scatter's result
+    g.replica_work = replica_comm_->all_reduce_async(out, (size_t)ug.shard_numel,
+                                                     geo_.bf16_reduce ? DType::BF16 : DType::F32, ReduceOp::sum);
+  }
   pending_.push_back(i);
   trace_counters();
 }
@@ -283,7 +288,12 @@ float* FsdpEngine::reduced_f32(GradSlot& g) {
   const bool bf16 = geo_.bf16_reduce, sharded = geo_.group > 1;
   float* f32 = sharded ? g.rs_out : g.src;             // (n) fp32: the result the grad shard receives
   void* out = !bf16 ? static_cast<void*>(f32) : sharded ? g.recv_bf16 : g.send_bf16;  // (n) collective's result
-  if (sharded && replica_comm_->world() > 1) replica_comm_->all_reduce(out, n, bf16 ? DType::BF16 : DType::F32, ReduceOp::sum);
+  if (g.replica_work) {  // issued behind the reduce-scatter (grad_ready)
+    g.replica_work->wait();
+    g.replica_work.reset();
+  } else if (sharded && replica_comm_->world() > 1) {
+    replica_comm_->all_reduce(out, n, bf16 ? DType::BF16 : DType::F32, ReduceOp::sum);
+  }
   if (bf16) be_.bf16_to_f32(f32, out, n);
   return f32;
 }

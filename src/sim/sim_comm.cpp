@@ -71,6 +71,7 @@ class SimCommunicator : public Communicator {
  public:
   SimCommunicator(std::shared_ptr<SimNetwork> n, int size, int stride) : n_(std::move(n)), size_(size), stride_(stride) {}
   std::string name() const override { return "sim"; }
+  bool stream_ordered() const override { return n_->overlap; }  // as NCCL's one stream
   int rank() const override { return 0; }
   int world() const override { return size_; }
   int local_rank() const override { return 0; }

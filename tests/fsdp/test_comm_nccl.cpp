@@ -386,6 +386,58 @@ TEST_F(NcclComm, EngineAveragesGradientsWithoutNcclsBias) {
       << " elements (ncclAvg's bias at N = 3 would be +1.95e-3)";
 }
 
+// Hybrid at N = 4, G = 2 (run by simt.nccl_np4 only): the replica all-reduce is issued right behind the
+// reduce-scatter on the shared comm stream (engine_step.cpp, grad_ready), before either is waited for. With
+// small integer gradients every sum is exact in fp32 and in bf16, so each rank's grad shard must equal the
+// mean over the 4 ranks bit for bit: an all-reduce that ran ahead of its reduce-scatter, or on the wrong
+// buffer, cannot.
+TEST_F(NcclComm, HybridReplicaAllReduceQueuedBehindTheReduceScatter) {
+  const int n = comm_->world(), r = comm_->rank();
+  ASSERT_EQ(n, 4) << "run at 4 ranks (simt.nccl_np4)";
+  ASSERT_TRUE(comm_->stream_ordered());
+  const Layout layout(test::tiny_config(2, 1, 32, 16, 61));
+  auto grad_of = [](int rank, int u, int64_t i) { return (float)((rank + 1) * (int)((i + 3 * u) % 5 + 1)); };
+  for (DType rdt : {DType::F32, DType::BF16}) {
+    FsdpOptions opt;
+    opt.strategy = ShardStrategy::hybrid;
+    opt.shard_group = 2;
+    opt.reduce_dtype = rdt;
+    FsdpEngine engine(*backend_, *comm_, layout, opt);
+    engine.begin_step();
+    engine.begin_micro_step(true);
+    for (int u : layout.pass_order(Pass::forward)) {
+      engine.acquire(u, Pass::forward);
+      engine.release(u, Pass::forward);
+    }
+    const std::vector<int>& back = layout.pass_order(Pass::backward);  // embed first, its gradient last
+    std::vector<int> grads(back.begin() + 1, back.end());
+    grads.push_back(back[0]);
+    engine.acquire(back[0], Pass::backward);
+    for (int u : grads) {
+      if (u != back[0]) engine.acquire(u, Pass::backward);
+      std::vector<float> g((size_t)layout.unit(u).numel);  // (numel) this rank's full gradient of unit u
+      for (size_t i = 0; i < g.size(); i++) g[i] = grad_of(r, u, (int64_t)i);
+      backend_->copy_h2d(engine.grad_buffer(u), g.data(), g.size() * 4);
+      engine.grad_ready(u);
+      engine.release(u, Pass::backward);
+    }
+    engine.finish_backward();
+    int64_t checked = 0;
+    for (int u = 0; u < layout.num_units(); u++) {
+      std::vector<float> out;
+      engine.shard_to_host(u, ShardState::grad, out);
+      const UnitGeometry& sh = engine.shard(u);
+      for (int64_t k = 0; k < sh.shard_numel && sh.shard_offset + k < sh.numel; k++, checked++) {
+        const int64_t i = sh.shard_offset + k;
+        float sum = 0;
+        for (int q = 0; q < n; q++) sum += grad_of(q, u, i);
+        ASSERT_EQ(out[(size_t)k], sum / n) << dtype_name(rdt) << " unit " << u << " element " << i << " rank " << r;
+      }
+    }
+    EXPECT_GT(checked, 1000);
+  }
+}
+
 TEST_F(NcclComm, SplitIntoParityGroups) {
   const int n = comm_->world(), r = comm_->rank();
   const int color = r % 2, gn = (n - color + 1) / 2;
