@@ -33,8 +33,9 @@ class SimBackend : public Backend {
   SimBackend(const SimDevice& dev, Timeline& tl, const RankRates* rates);
   ~SimBackend() override;
   std::string name() const override { return host_of_ ? "sim host" : kind_ == DeviceKind::cpu ? "sim cpu" : "sim cuda"; }
-  DeviceKind kind() const override { return kind_; }
-  DType compute_dtype() const override { return kind_ == DeviceKind::cpu ? DType::F32 : DType::BF16; }
+  // The host side is cpu kernels on host memory, as make_host_backend's is.
+  DeviceKind kind() const override { return host_of_ ? DeviceKind::cpu : kind_; }
+  DType compute_dtype() const override { return kind() == DeviceKind::cpu ? DType::F32 : DType::BF16; }
   MemoryLedger& ledger() override { return host_of_ ? host_of_->ledger() : Backend::ledger(); }
   void* alloc(size_t bytes, MemCat cat) override;
   void free(void* p) override;

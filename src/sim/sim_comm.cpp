@@ -20,7 +20,7 @@ struct Pending {
 struct SimNetwork {
   Timeline* tl = nullptr;
   const NetworkModel* net = nullptr;
-  bool overlap = true;
+  bool overlap = true, stream_ordered = false;
   int world = 1, ranks_per_node = 1, channel = 0;
   std::deque<std::shared_ptr<Pending>> fifo;  // no overlap: started, not yet progressed
   int gathers_in_flight = 0;
@@ -71,11 +71,11 @@ class SimCommunicator : public Communicator {
  public:
   SimCommunicator(std::shared_ptr<SimNetwork> n, int size, int stride) : n_(std::move(n)), size_(size), stride_(stride) {}
   std::string name() const override { return "sim"; }
-  bool stream_ordered() const override { return n_->overlap; }  // as NCCL's one stream
+  bool stream_ordered() const override { return n_->stream_ordered; }
   int rank() const override { return 0; }
   int world() const override { return size_; }
   int local_rank() const override { return 0; }
-  int local_size() const override { return std::min(size_, std::max(1, n_->ranks_per_node / stride_)); }
+  int local_size() const override { return std::min(size_, (n_->ranks_per_node + stride_ - 1) / stride_); }
 
   WorkPtr all_gather_async(void*, const void*, size_t count, DType dt) override {
     return start(CollKind::all_gather, ring_all_gather_bytes(count, dt, size_), "all-gather");
@@ -156,8 +156,9 @@ SimNetwork& network_of(Communicator& c) {
 }  // namespace
 
 std::unique_ptr<Communicator> make_sim_world(int world, int ranks_per_node, Timeline& tl, const NetworkModel* net,
-                                             bool overlap) {
+                                             bool overlap, bool stream_ordered) {
   auto n = std::make_shared<SimNetwork>();
+  n->stream_ordered = stream_ordered;
   n->tl = &tl;
   n->net = net;
   n->overlap = overlap;

@@ -9,7 +9,7 @@
 //  - no overlap (OpenMPI without a progress thread, src/dist/comm_mpi.cpp): collectives queue in one FIFO
 //    that advances only while the host waits; every byte is exposed, in the order it was started.
 // Groups are known by their shape (split_contiguous, split_strided), which is all placement needs: a group
-// of `size` ranks `stride` apart has min(size, max(1, R / stride)) of them on a node of R ranks.
+// of `size` ranks `stride` apart has min(size, ceil(R / stride)) of them on rank 0's node of R ranks.
 // Scalar reductions (loss, norm) return their input: a neutral value nothing may branch on.
 #pragma once
 #include <deque>
@@ -24,9 +24,11 @@ namespace gpt::sim {
 struct SimNetwork;  // shared by a world and its splits (sim_comm.cpp)
 
 // net: the links; null prices every collective at 0 (a memory-only plan). overlap: the hardware file's
-// network.overlap. ranks_per_node: R.
+// network.overlap. stream_ordered: the communicator stood for keeps its collectives on one stream in issue
+// order (NCCL, on GPU ranks; not MPI, on CPU ranks), which the engine asks (Communicator::stream_ordered).
+// ranks_per_node: R.
 std::unique_ptr<Communicator> make_sim_world(int world, int ranks_per_node, Timeline& tl, const NetworkModel* net,
-                                             bool overlap);
+                                             bool overlap, bool stream_ordered);
 // All-gathers started and not yet waited for, over the world and its splits (the prefetch depth in flight).
 int sim_gathers_in_flight(Communicator& sim_comm);
 // Seconds spent in collectives on the comm streams (hidden or not) since the world was made.

@@ -73,7 +73,8 @@ SimResult simulate_step(const SimRun& r) {
   dev.attention = r.run.attention;
   dev.cudnn_workspace = r.run.cudnn_workspace.value_or(cuda::CudnnPlanWorkspace{});
   SimBackend be(dev, tl, pricing.rates ? &*pricing.rates : nullptr);
-  std::unique_ptr<Communicator> world = make_sim_world(N, R, tl, pricing.net.get(), pricing.overlap);
+  // GPU ranks talk through NCCL (one stream, issue order), CPU ranks through MPI.
+  std::unique_ptr<Communicator> world = make_sim_world(N, R, tl, pricing.net.get(), pricing.overlap, cuda);
 
   // As the trainer makes them (Trainer::make_model_and_engine).
   GPT model(be, r.run.cfg, r.run.recompute);
@@ -87,6 +88,9 @@ SimResult simulate_step(const SimRun& r) {
   spec.accum = r.grad_accum;
   spec.lr = 1e-4f;
   const bool tracing = !r.trace_path.empty();
+  struct ClockGuard {  // the simulated clock never outlives this step, whatever is thrown
+    ~ClockGuard() { trace::set_clock({}); }
+  } clock_guard;
   if (tracing) {
     trace::start(r.trace_path, 0);
     trace::set_clock([&tl] { return tl.now() * 1e6; });
@@ -102,7 +106,7 @@ SimResult simulate_step(const SimRun& r) {
       run_train_step(model, engine, params, *world, spec, [](int* in, int* tg) {});
     }
   } catch (...) {
-    if (tracing) trace::set_clock({}), trace::reset();
+    trace::reset();  // (the Isolated guard then restores whatever trace was on before)
     throw;
   }
   if (tracing) {

@@ -77,11 +77,12 @@ void Timeline::host_waits(double t, Phase cause) {
   host_ = t;
 }
 
+// As the cuda backend's synchronize: the compute and copy streams and the host, not the comm stream (every
+// collective of a step is waited for on the compute stream before the step reads its loss).
 void Timeline::synchronize() {
   if (!async_) return;
-  double end = std::max({compute_, copy_, host_});
-  for (double c : channels_) end = std::max(end, c);
-  charge_gap(compute_, end);  // the compute stream's tail: the host's work, else waiting for copies
+  const double end = std::max({compute_, copy_, host_});
+  charge_gap(compute_, end);  // the compute stream's tail: the host's work by its phase, else host_wait
   compute_ = host_ = end;
   host_log_.clear();
 }
