@@ -179,6 +179,15 @@ def mpi_env(threads=1):
     return env
 
 
+def last_json(out):
+    """The last line of a command's output that is one JSON object (gpt's --json result), or None."""
+    for line in reversed(out.splitlines()):
+        line = line.strip()
+        if line.startswith("{") and line.endswith("}"):
+            return json.loads(line)
+    return None
+
+
 def launch(args, n, argv):
     """The command line for argv on n ranks (one process needs no launcher)."""
     if n == 1:

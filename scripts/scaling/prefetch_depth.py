@@ -8,7 +8,6 @@ gpt memplan --time on a calibration made in the same round).
 Writes OUT/prefetch_depth.csv and OUT/prefetch_depth.md.
 """
 import csv
-import json
 import statistics
 from pathlib import Path
 
@@ -51,13 +50,6 @@ def in_flight_max(path):
     return most
 
 
-def last_json(out):
-    for line in reversed(out.strip().splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    raise c.UserError("no JSON line in the output")
-
-
 def main():
     a = parse()
     out = c.out_dir(a, NAME)
@@ -84,7 +76,9 @@ def main():
                                                       "--json"]), env, a.timeout, log)
             if rc != 0:
                 raise c.UserError(f"gpt bench K={K} failed: {txt.strip()[-300:]}")
-            meas = last_json(txt)
+            meas = c.last_json(txt)
+            if meas is None:
+                raise c.UserError(f"gpt bench K={K} printed no JSON: {txt.strip()[-300:]}")
             rc, _, txt = c.run(c.launch(a, a.ranks, [a.gpt, "train", *model, *slots, "--steps", "2", "--tokenizer",
                                                       "none", "--lr", "1e-4", "--trace", str(mtrace)]), env, a.timeout,
                                log)
@@ -94,7 +88,9 @@ def main():
                                 str(hw), "--trace", str(ptrace), "--json"], env, a.timeout, log)
             if rc != 0:
                 raise c.UserError(f"gpt memplan K={K} failed: {txt.strip()[-300:]}")
-            pred = last_json(txt)
+            pred = c.last_json(txt)
+            if pred is None:
+                raise c.UserError(f"gpt memplan K={K} printed no JSON: {txt.strip()[-300:]}")
             row = {"round": r + 1, "K": K, "gathers_in_flight_measured": in_flight_max(mtrace),
                    "gathers_in_flight_predicted": in_flight_max(ptrace),
                    "device_peak_measured": meas["peak_device_bytes"], "device_peak_predicted": pred["device_peak_bytes"],

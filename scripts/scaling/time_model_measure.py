@@ -22,7 +22,6 @@ predicted and measured over the rounds, error), OUT/calibration/ (every hardware
 error distribution. Plot with scripts/scaling/time_model.py.
 """
 import csv
-import json
 import os
 import statistics
 import subprocess
@@ -107,14 +106,6 @@ def env_for(n):
     return e
 
 
-def last_json(out):
-    for line in reversed(out.splitlines()):
-        line = line.strip()
-        if line.startswith("{") and line.endswith("}"):
-            return json.loads(line)
-    return None
-
-
 def main():
     a = parse()
     out = c.out_dir(a, NAME)
@@ -137,21 +128,21 @@ def main():
                 calibrated[n] = (hw, load_cal, secs)
             rc, _, txt = c.run([a.gpt, "memplan", "--config", preset, "--world", str(n), *model, *extra, "--time",
                                 "--hardware", str(hw), "--json"], env, a.timeout, log)
-            pred = last_json(txt) if rc == 0 else None
+            pred = c.last_json(txt) if rc == 0 else None
             if pred is None:
                 raise c.UserError(f"memplan --time failed for {label}: {txt.strip()[-300:]}")
             old = None
             if a.old_gpt:
                 rc, _, txt = c.run([a.old_gpt, "memplan", "--config", preset, "--world", str(n), *model, *extra,
                                     "--time", "--hardware", str(hw), "--json"], env, a.timeout, log)
-                old = last_json(txt) if rc == 0 else None
+                old = c.last_json(txt) if rc == 0 else None
                 if old is None:
                     raise c.UserError(f"--old-gpt memplan --time failed for {label}: {txt.strip()[-300:]}")
             load_before = loadavg()
             rc, _, txt = c.run(c.launch(a, n, [a.gpt, "bench", "--config", preset, *model, *extra, "--steps",
                                                str(a.steps), "--json"]), env, a.timeout, log)
             load_after = loadavg()
-            meas = last_json(txt) if rc == 0 else None
+            meas = c.last_json(txt) if rc == 0 else None
             if meas is None:
                 raise c.UserError(f"gpt bench failed for {label}: {txt.strip()[-300:]}")
             t = pred["time"]

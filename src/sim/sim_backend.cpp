@@ -119,20 +119,16 @@ void SimBackend::copy_d2h(void* dst, const void*, size_t bytes) {
   if (dst && !(d >= kBase && d < dev.next_)) std::memset(dst, 0, bytes);
 }
 
-uint64_t SimBackend::copy_h2d_async(void*, const void*, size_t bytes) {
-  const double d = rates_ ? rates_->seconds(op_cost::host_device_copy("h2d", (double)bytes)) : 0;
+// A copy on the copy stream (after everything queued so far), with its span on the simulated copy track.
+uint64_t SimBackend::stream_copy(const char* what, size_t bytes) {
+  const double d = rates_ ? rates_->seconds(op_cost::host_device_copy(what, (double)bytes)) : 0;
   double s = 0;
   const uint64_t t = tl_.copy(d, &s);
-  if (d > 0) trace::span(trace::kCopyStream, str("h2d ", bytes, " B"), "copy", s * 1e6, tl_.copy_end(t) * 1e6);
+  if (d > 0) trace::span(trace::kCopyStream, str(what, " ", bytes, " B"), "copy", s * 1e6, tl_.copy_end(t) * 1e6);
   return t;
 }
-uint64_t SimBackend::copy_d2h_async(void*, const void*, size_t bytes) {
-  const double d = rates_ ? rates_->seconds(op_cost::host_device_copy("d2h", (double)bytes)) : 0;
-  double s = 0;
-  const uint64_t t = tl_.copy(d, &s);
-  if (d > 0) trace::span(trace::kCopyStream, str("d2h ", bytes, " B"), "copy", s * 1e6, tl_.copy_end(t) * 1e6);
-  return t;
-}
+uint64_t SimBackend::copy_h2d_async(void*, const void*, size_t bytes) { return stream_copy("h2d", bytes); }
+uint64_t SimBackend::copy_d2h_async(void*, const void*, size_t bytes) { return stream_copy("d2h", bytes); }
 
 void SimBackend::f32_to_compute(void*, const float*, size_t n) {
   engine_op(op_cost::convert(target(), "to compute dtype", (double)n, 4.0 + (double)target().cs));

@@ -323,6 +323,31 @@ double nearest_bf16(double x) {
   return std::ldexp(std::nearbyint(std::ldexp(m, 8)), e - 8);
 }
 
+// One micro-step of the engine with the model left out: every unit acquired in both passes in the layout's
+// order, each unit's full gradient set on this rank to grad_of(rank, unit, element), the reductions finished.
+template <typename GradOf>
+void step_with_gradients(FsdpEngine& engine, const Layout& layout, Backend& be, int rank, GradOf grad_of) {
+  engine.begin_step();
+  engine.begin_micro_step(true);
+  for (int u : layout.pass_order(Pass::forward)) {
+    engine.acquire(u, Pass::forward);
+    engine.release(u, Pass::forward);
+  }
+  const std::vector<int>& back = layout.pass_order(Pass::backward);  // embed first, its gradient last
+  std::vector<int> grads(back.begin() + 1, back.end());
+  grads.push_back(back[0]);
+  engine.acquire(back[0], Pass::backward);
+  for (int u : grads) {
+    if (u != back[0]) engine.acquire(u, Pass::backward);
+    std::vector<float> g((size_t)layout.unit(u).numel);  // (numel) this rank's full gradient of unit u
+    for (size_t i = 0; i < g.size(); i++) g[i] = grad_of(rank, u, (int64_t)i);
+    be.copy_h2d(engine.grad_buffer(u), g.data(), g.size() * 4);
+    engine.grad_ready(u);
+    engine.release(u, Pass::backward);
+  }
+  engine.finish_backward();
+}
+
 // The FSDP engine's gradient average over NCCL with --reduce-dtype bf16, against the exact mean. Every rank
 // gives every element a positive gradient (no cancellation); the engine rounds it to bf16, NCCL sums, and
 // the result is averaged. Reference: m = sum over ranks of bf16(g_r) / N, in double.
@@ -343,25 +368,7 @@ TEST_F(NcclComm, EngineAveragesGradientsWithoutNcclsBias) {
     const uint64_t x = (uint64_t)rank * 0x9e3779b97f4a7c15ULL ^ ((uint64_t)u << 40) ^ (uint64_t)i * 0xbf58476d1ce4e5b9ULL;
     return (float)std::ldexp(1.0 + (double)((x >> 11) % 1000003) / 1000003.0, (int)(i % 5) - 2);
   };
-  engine.begin_step();
-  engine.begin_micro_step(true);
-  for (int u : layout.pass_order(Pass::forward)) {
-    engine.acquire(u, Pass::forward);
-    engine.release(u, Pass::forward);
-  }
-  const std::vector<int>& back = layout.pass_order(Pass::backward);  // embed first, its gradient last
-  std::vector<int> grads(back.begin() + 1, back.end());
-  grads.push_back(back[0]);
-  engine.acquire(back[0], Pass::backward);
-  for (int u : grads) {
-    if (u != back[0]) engine.acquire(u, Pass::backward);
-    std::vector<float> g((size_t)layout.unit(u).numel);  // (numel) this rank's full gradient of unit u
-    for (size_t i = 0; i < g.size(); i++) g[i] = grad_of(r, u, (int64_t)i);
-    backend_->copy_h2d(engine.grad_buffer(u), g.data(), g.size() * 4);
-    engine.grad_ready(u);
-    engine.release(u, Pass::backward);
-  }
-  engine.finish_backward();
+  step_with_gradients(engine, layout, *backend_, r, grad_of);
   const double u8 = 1.0 / 256, gam = (n - 1) * u8 / (1 - (n - 1) * u8), bound = gam + (1 + gam) * std::ldexp(1.0, -23);
   double sum_err = 0, worst = 0;
   int64_t count = 0;
@@ -403,25 +410,7 @@ TEST_F(NcclComm, HybridReplicaAllReduceQueuedBehindTheReduceScatter) {
     opt.shard_group = 2;
     opt.reduce_dtype = rdt;
     FsdpEngine engine(*backend_, *comm_, layout, opt);
-    engine.begin_step();
-    engine.begin_micro_step(true);
-    for (int u : layout.pass_order(Pass::forward)) {
-      engine.acquire(u, Pass::forward);
-      engine.release(u, Pass::forward);
-    }
-    const std::vector<int>& back = layout.pass_order(Pass::backward);  // embed first, its gradient last
-    std::vector<int> grads(back.begin() + 1, back.end());
-    grads.push_back(back[0]);
-    engine.acquire(back[0], Pass::backward);
-    for (int u : grads) {
-      if (u != back[0]) engine.acquire(u, Pass::backward);
-      std::vector<float> g((size_t)layout.unit(u).numel);  // (numel) this rank's full gradient of unit u
-      for (size_t i = 0; i < g.size(); i++) g[i] = grad_of(r, u, (int64_t)i);
-      backend_->copy_h2d(engine.grad_buffer(u), g.data(), g.size() * 4);
-      engine.grad_ready(u);
-      engine.release(u, Pass::backward);
-    }
-    engine.finish_backward();
+    step_with_gradients(engine, layout, *backend_, r, grad_of);
     int64_t checked = 0;
     for (int u = 0; u < layout.num_units(); u++) {
       std::vector<float> out;
