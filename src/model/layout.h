@@ -44,6 +44,12 @@ class Layout {
   int num_units() const { return (int)units_.size(); }
   const UnitSpec& unit(int u) const { return units_[u]; }
   int embed_unit() const { return 0; }
+  // The root unit: the one both passes hold from their first acquire to their last release (the tied
+  // embeddings: the token embedding opens forward, the LM head closes it and opens backward, the encoder's
+  // backward closes that). The engine gives it a gather slot of its own, gathers it once per step and reduces
+  // its gradient last (FSDP's root-unit rule); it learns which unit that is here, never by a unit number.
+  int root_unit() const { return embed_unit(); }
+  bool is_root(int u) const { return u == root_unit(); }
   int block_unit(int layer) const { return 1 + layer; }
   int head_unit() const { return cfg_.num_layers + 1; }
   const BlockOffsets& block() const { return block_; }
