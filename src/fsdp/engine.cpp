@@ -1,15 +1,16 @@
-// FsdpEngine construction: the shard groups, the buffers the geometry lists (states, gather slots,
-// gradient slots; allocated once, so no allocation happens inside a step), and whole-unit transfers used
-// by init, load, checkpoints and export. The per-step mechanics live in engine_step.cpp.
-#include <type_traits>
+// FsdpEngine: the shard groups, the three parts (states, parameter side, gradient side) wired together, the
+// step's call order and its checks, and whole-unit transfers used by init, load, checkpoints and export.
+#include "src/fsdp/engine.h"
 
 #include "src/core/check.h"
-#include "src/fsdp/engine.h"
+#include "src/util/trace.h"
 
 namespace gpt {
 
 namespace {
+// The units' sizes, the root first (EngineGeometry's input convention).
 std::vector<int64_t> unit_sizes(const Layout& layout) {
+  GPT_CHECK(layout.root_unit() == 0, "fsdp: the layout's root unit must be unit 0, got ", layout.root_unit());
   std::vector<int64_t> n;
   for (int u = 0; u < layout.num_units(); u++) n.push_back(layout.unit(u).numel);
   return n;
@@ -25,65 +26,77 @@ std::unique_ptr<Communicator> split_shard_group(Communicator& world, const FsdpO
 
 FsdpEngine::FsdpEngine(Backend& be, Communicator& world, const Layout& layout, const FsdpOptions& opt)
     : be_(be),
-      host_(be.host_side()),
       world_(world),
       layout_(layout),
       shard_comm_(split_shard_group(world, opt)),
       replica_comm_(world.split_strided(shard_comm_->world())),
-      geo_(unit_sizes(layout), world.world(), shard_comm_->rank(), opt, be.compute_dtype()) {
-  states_ = geo_.host_states ? host_.get() : &be_;
-  units_.resize(geo_.units.size());
-  slots_.resize(geo_.gather_slots());
-  gslots_.resize(geo_.grad_slots);
-  for (Pass p : {Pass::forward, Pass::backward}) {
-    std::vector<int> pos(units_.size(), -1);
-    const std::vector<int>& order = layout_.pass_order(p);
-    for (int i = 0; i < (int)order.size(); i++) pos[order[i]] = i;
-    pass_pos_.push_back(pos);
-  }
-  allocate();
-}
+      geo_(unit_sizes(layout_), world.world(), shard_comm_->rank(), opt, be.compute_dtype()),
+      store_(be_, layout_, geo_),
+      params_(be_, *shard_comm_, layout_, geo_, store_, [this] { trace_counters(); }),
+      grads_(be_, *shard_comm_, *replica_comm_, layout_, geo_, store_, params_, [this] { trace_counters(); }) {}
 
 FsdpEngine::~FsdpEngine() {
   try {
     finish_backward();
   } catch (...) {
   }
-  for (const BufferSpec& b : geo_.buffers()) with_buffer(b, [&](auto*& member) { owner(b).free(member); });
 }
 
-// Calls f with the member that holds a buffer the geometry lists (a float*& or void*&).
-template <typename F>
-void FsdpEngine::with_buffer(const BufferSpec& b, F&& f) {
-  switch (b.what) {
-    case EngineBuffer::param: return f(units_[b.index].param);
-    case EngineBuffer::grad: return f(units_[b.index].grad);
-    case EngineBuffer::adam_m: return f(units_[b.index].m);
-    case EngineBuffer::adam_v: return f(units_[b.index].v);
-    case EngineBuffer::param_dev:
-    case EngineBuffer::compute_copy: return f(units_[b.index].param_dev);  // the two rules never meet
-    case EngineBuffer::nosync_acc: return f(units_[b.index].nosync_acc);
-    case EngineBuffer::slot_data: return f(slots_[b.index].data);
-    case EngineBuffer::slot_stage_f32: return f(slots_[b.index].stage_f32);
-    case EngineBuffer::slot_stage_c: return f(slots_[b.index].stage_c);
-    case EngineBuffer::refresh_stage: return f(refresh_stage_);
-    case EngineBuffer::grad_data: return f(gslots_[b.index].data);
-    case EngineBuffer::grad_rs_out: return f(gslots_[b.index].rs_out);
-    case EngineBuffer::grad_send_bf16: return f(gslots_[b.index].send_bf16);
-    case EngineBuffer::grad_recv_bf16: return f(gslots_[b.index].recv_bf16);
-    case EngineBuffer::grad_host_rs: return f(gslots_[b.index].host_rs);
-  }
+// ---- ParamSource ------------------------------------------------------------------------------------
+
+const void* FsdpEngine::acquire(int u, Pass pass) {
+  if (pass == Pass::backward) store_.check_trains("a backward");
+  return params_.acquire(u, pass);
 }
 
-Backend& FsdpEngine::owner(const BufferSpec& b) { return b.domain == MemDomain::host ? *host_ : be_; }
+void FsdpEngine::release(int u, Pass pass) { params_.release(u, pass); }
+float* FsdpEngine::grad_buffer(int u) { return grads_.grad_buffer(u); }
+void FsdpEngine::grad_ready(int u) { grads_.grad_ready(u); }
 
-// Every buffer of the geometry, zeroed (the states start at zero; Adam's m and v must).
-void FsdpEngine::allocate() {
-  for (const BufferSpec& b : geo_.buffers()) {
-    void* p = owner(b).alloc((size_t)b.bytes, b.cat);
-    owner(b).zero(p, (size_t)b.bytes);
-    with_buffer(b, [&](auto*& member) { member = static_cast<std::remove_reference_t<decltype(member)>>(p); });
+// ---- the step -----------------------------------------------------------------------------------------
+
+void FsdpEngine::check_quiet(const char* what) const {
+  for (int u = 0; u < num_units(); u++) {
+    params_.check_not_held(u, what);
+    grads_.check_closed(u, what);
   }
+  grads_.check_none_in_flight(what);
+}
+
+void FsdpEngine::begin_step() {
+  store_.check_trains("begin_step");
+  check_quiet("begin_step");
+  params_.free_all();  // what eval or sample left gathered: a step starts fully sharded
+  store_.zero_grads();
+}
+
+void FsdpEngine::begin_micro_step(bool last_micro_step) { grads_.begin_micro_step(last_micro_step); }
+
+void FsdpEngine::finish_backward() {
+  grads_.finish();
+  store_.wait_host_copies();  // no copy still reads a host shard the optimizer is about to write
+}
+
+double FsdpEngine::grad_sumsq() {
+  store_.check_trains("grad_sumsq");
+  check_quiet("grad_sumsq");
+  const double local = store_.grad_sumsq();
+  return geo_.group > 1 ? shard_comm_->all_reduce_scalar(local, ReduceOp::sum) : local;
+}
+
+void FsdpEngine::update_params(const std::function<void(Backend& states, const ShardSegment&)>& update) {
+  store_.check_trains("update_params");
+  check_quiet("update_params");
+  params_.free_all();  // gathered copies of the old parameters
+  store_.update(update);
+}
+
+void FsdpEngine::trace_counters() {
+  if (!trace::on()) return;
+  trace::counter("gathered params in use", params_.bytes_in_use());
+  trace::counter("gradient slots in use", grads_.bytes_in_use());
+  const int64_t in_flight = shard_comm_->ledger().in_flight() + replica_comm_->ledger().in_flight();
+  trace::counter("comm bytes in flight", (double)in_flight);
 }
 
 CommCounters FsdpEngine::traffic_step() const {
@@ -100,17 +113,7 @@ void FsdpEngine::begin_traffic_step() {
   replica_comm_->ledger().begin_step();
 }
 
-float* FsdpEngine::state_ptr(int u, ShardState which) {
-  if (which != ShardState::param) check_trains("a gradient or Adam shard");
-  Unit& s = units_[u];
-  switch (which) {
-    case ShardState::param: return s.param;
-    case ShardState::grad: return s.grad;
-    case ShardState::adam_m: return s.m;
-    case ShardState::adam_v: return s.v;
-  }
-  fail("fsdp: unknown shard state");
-}
+// ---- whole-unit transfers -----------------------------------------------------------------------------
 
 void FsdpEngine::set_unit_from_host(int u, const float* full) {
   const UnitGeometry& g = geo_.units[u];
@@ -126,27 +129,21 @@ void FsdpEngine::set_unit_from_host(int u, const float* full) {
   shard_from_host(u, ShardState::param, mine);
 }
 
-void FsdpEngine::shard_to_host(int u, ShardState which, std::vector<float>& out) {
-  out.resize((size_t)geo_.units[u].shard_numel);
-  states_->copy_d2h(out.data(), state_ptr(u, which), out.size() * sizeof(float));
-  states_->synchronize();
-}
+void FsdpEngine::shard_to_host(int u, ShardState which, std::vector<float>& out) { store_.read(u, which, out); }
 
-// New contents for a shard: no offload copy may still read the host shard rewritten here; a gathered copy
-// of the old parameters is dropped, and the device copy refreshed.
 void FsdpEngine::shard_from_host(int u, ShardState which, const std::vector<float>& in) {
-  GPT_CHECK((int64_t)in.size() == geo_.units[u].shard_numel, "fsdp: shard size mismatch for unit ", name(u));
+  GPT_CHECK((int64_t)in.size() == geo_.units[u].shard_numel, "fsdp: shard size mismatch for unit ",
+            layout_.unit(u).name);
   write_shard(u, which, in.data());
 }
 
+// New contents for a shard; for the params, a gathered copy of the old ones is dropped and the device copy
+// refreshed.
 void FsdpEngine::write_shard(int u, ShardState which, const float* in) {
-  wait_host_copies();
-  states_->copy_h2d(state_ptr(u, which), in, (size_t)geo_.units[u].shard_numel * sizeof(float));
-  states_->synchronize();
+  store_.write(u, which, in);
   if (which != ShardState::param) return;
-  GPT_CHECK(!units_[u].held, "fsdp: unit ", name(u), " is in use by the model while its parameters are loaded");
-  free_unit(u);
-  refresh_device_copy(u);
+  params_.reload(u);
+  store_.refresh_device_copy(u);
 }
 
 std::vector<float> FsdpEngine::gather_unit_to_host(int u) {

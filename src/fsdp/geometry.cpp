@@ -1,5 +1,4 @@
-// See geometry.h. The order of buffers() is the order the engine allocates in: per-unit states, then the
-// gather pool, then the gradient pool.
+// See geometry.h. buffers() is defined with the parts' buffer lists it reads (engine_buffers.cpp).
 #include "src/fsdp/geometry.h"
 
 #include <algorithm>
@@ -69,48 +68,6 @@ int64_t EngineGeometry::psi() const {
   int64_t n = 0;
   for (const UnitGeometry& u : units) n += u.numel;
   return n;
-}
-
-std::vector<BufferSpec> EngineGeometry::buffers() const {
-  const int64_t cs = (int64_t)dtype_size(compute);
-  const bool f32 = compute == DType::F32;
-  const OffloadMode off = opt.offload;
-  constexpr MemDomain dev = MemDomain::device, host = MemDomain::host;
-  std::vector<BufferSpec> b;
-  auto add = [&](EngineBuffer what, int index, MemDomain d, MemCat c, int64_t bytes) {
-    b.push_back(BufferSpec{what, index, d, c, bytes});
-  };
-  for (int u = 0; u < (int)units.size(); u++) {
-    const int64_t shard = units[u].shard_numel, padded = units[u].padded;
-    add(EngineBuffer::param, u, states_domain(), MemCat::param_shard, 4 * shard);
-    if (!opt.inference) {
-      add(EngineBuffer::grad, u, states_domain(), MemCat::grad_shard, 4 * shard);
-      add(EngineBuffer::adam_m, u, states_domain(), MemCat::optim_state, 4 * shard);
-      add(EngineBuffer::adam_v, u, states_domain(), MemCat::optim_state, 4 * shard);
-    }
-    if (off == OffloadMode::optimizer) add(EngineBuffer::param_dev, u, dev, MemCat::param_shard, cs * shard);
-    if (compute_copy) add(EngineBuffer::compute_copy, u, dev, MemCat::gathered_param, cs * shard);
-    if (opt.no_sync && !direct_grads && !opt.inference)
-      add(EngineBuffer::nosync_acc, u, dev, MemCat::gathered_grad, 4 * padded);
-  }
-  for (int i = 0; i < gather_slots(); i++) {
-    add(EngineBuffer::slot_data, i, dev, MemCat::gathered_param, cs * slot_padded(i));
-    if (off == OffloadMode::params) add(EngineBuffer::slot_stage_f32, i, dev, MemCat::host_offload, 4 * slot_shard(i));
-    if (!f32 && off != OffloadMode::optimizer) add(EngineBuffer::slot_stage_c, i, dev, MemCat::workspace, cs * slot_shard(i));
-  }
-  if (off == OffloadMode::optimizer && !f32)
-    add(EngineBuffer::refresh_stage, 0, dev, MemCat::host_offload, 4 * std::max(max_shard, units[0].shard_numel));
-  for (int i = 0; i < grad_slots; i++) {
-    const int64_t padded = slot_padded(i), shard = slot_shard(i);
-    if (!opt.no_sync) add(EngineBuffer::grad_data, i, dev, MemCat::gathered_grad, 4 * padded);
-    if (group > 1) add(EngineBuffer::grad_rs_out, i, dev, MemCat::gathered_grad, 4 * shard);
-    if (bf16_reduce) {
-      add(EngineBuffer::grad_send_bf16, i, dev, MemCat::gathered_grad, 2 * padded);
-      if (group > 1) add(EngineBuffer::grad_recv_bf16, i, dev, MemCat::gathered_grad, 2 * shard);
-    }
-    if (host_states) add(EngineBuffer::grad_host_rs, i, host, MemCat::host_offload, 4 * (group > 1 ? shard : padded));
-  }
-  return b;
 }
 
 }  // namespace gpt

@@ -2,9 +2,11 @@
 // model states live, which paths need no copy, and every buffer the engine allocates, with its domain,
 // ledger category and size. Pure arithmetic over the units' sizes and the options: nothing here allocates.
 //
-// It is the one statement of the engine's memory. FsdpEngine allocates exactly buffers() (and nothing else),
-// and `gpt memplan` sums the same list, so the two cannot drift apart; the measured test
-// (tests/fsdp/test_memplan_measured.cpp) still holds the ledger equal to the plan byte for byte.
+// It is the one statement of the engine's memory. buffers() lists the rows the engine's parts declare
+// (engine_buffers.h: adding a buffer is one row there, in the part that uses it); FsdpEngine allocates
+// exactly that list (and nothing else), and `gpt memplan` sums the same list, so the two cannot drift apart;
+// the measured test (tests/fsdp/test_memplan_measured.cpp) still holds the ledger equal to the plan byte for
+// byte.
 //
 // The rules, stated once:
 //  - G (the shard group): N for full and grad_op, 1 for none, --shard-group for hybrid. A unit of numel
@@ -20,7 +22,7 @@
 //    meaning the fp32 master, so model states stay 16 bytes per owned parameter. It costs 2 bytes per
 //    parameter instead of the slots' root + K x largest unit (and their staging).
 //  - Direct grads: one rank and no offload: backward accumulates straight into the grad shards.
-//  - Gather slots: [0] the root unit (embed); then K rotating slots sized for the largest other unit
+//  - Gather slots: [0] the root unit (Layout::root_unit); then K rotating slots sized for the largest other unit
 //    (--gather-slots), or one per non-root unit under grad_op (forward's gather is kept until backward).
 //  - Inference (eval, sample): the fp32 param shards only, no gradient or Adam state and no gradient slots.
 //  - Gradient slots: [0] the root's, then 2 rotating ones, each a full-unit fp32 buffer (none with --no-sync,
@@ -45,7 +47,8 @@ struct UnitGeometry {
   int64_t shard_offset = 0;  // this rank's first element in the unit's flat index
 };
 
-// Every buffer the engine allocates. Per-unit buffers are indexed by unit, slot buffers by slot.
+// Every buffer the engine allocates, by name: the key of its row in the part that declares it
+// (engine_buffers.h). Per-unit buffers are indexed by unit, slot buffers by slot.
 enum class EngineBuffer {
   param, grad, adam_m, adam_v,  // (shard) fp32 model states, in the states' domain
   param_dev,                    // (shard) compute dtype: device copy of the param shard (offload optimizer)
@@ -72,8 +75,9 @@ struct BufferSpec {
 
 class EngineGeometry {
  public:
-  // unit_numel: the layout's units in order, [0] the root (embed). shard_rank: this rank's index in its
-  // shard group. Throws the flag's one-line error for an invalid combination (options_check).
+  // unit_numel: the layout's units in order, [0] the root unit (the input convention: the engine passes its
+  // layout's units, whose root_unit() it checks is 0). shard_rank: this rank's index in its shard group.
+  // Throws the flag's one-line error for an invalid combination (options_check).
   EngineGeometry(const std::vector<int64_t>& unit_numel, int world, int shard_rank, const FsdpOptions& opt,
                  DType compute);
 

@@ -1,9 +1,10 @@
-// Which gradient slot a unit's backward writes into (engine_step.cpp). The planner runs the engine itself
+// Which gradient slot a unit's backward writes into (grad_side.cpp). The planner runs the engine itself
 // (src/sim), so this rule has one reader.
 //
 // The rule: a unit keeps filling its own slot while that slot is not yet reducing (recompute and
 // accumulation come back to the same unit); otherwise it takes a free slot. Slot 0 belongs to the root unit
-// (the embeddings, whose gradient arrives last and from two places) and the others to the blocks.
+// (Layout::root_unit: the tied embeddings, whose gradient arrives last and from two places) and the others to
+// the other units.
 #pragma once
 
 #include <vector>
@@ -18,7 +19,7 @@ int open_grad_slot(const std::vector<Slot>& slots, int u) {
   return -1;
 }
 
-// A free slot for the root unit (slot 0) or a block (slots 1..), or -1 when none is free.
+// A free slot for the root unit (slot 0) or another unit (slots 1..), or -1 when none is free.
 template <class Slot>
 int free_grad_slot(const std::vector<Slot>& slots, bool root) {
   if (root) return slots[0].owner < 0 ? 0 : -1;

@@ -394,7 +394,7 @@ TEST_F(NcclComm, EngineAveragesGradientsWithoutNcclsBias) {
 }
 
 // Hybrid at N = 4, G = 2 (run by simt.nccl_np4 only): the replica all-reduce is issued right behind the
-// reduce-scatter on the shared comm stream (engine_step.cpp, grad_ready), before either is waited for. With
+// reduce-scatter on the shared comm stream (grad_side.cpp, grad_ready), before either is waited for. With
 // small integer gradients every sum is exact in fp32 and in bf16, so each rank's grad shard must equal the
 // mean over the 4 ranks bit for bit: an all-reduce that ran ahead of its reduce-scatter, or on the wrong
 // buffer, cannot.

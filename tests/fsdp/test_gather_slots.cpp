@@ -1,4 +1,4 @@
-// --gather-slots K: the unit in use plus K-1 units gathered ahead of it (src/fsdp/engine_step.cpp,
+// --gather-slots K: the unit in use plus K-1 units gathered ahead of it (src/fsdp/param_side.cpp,
 // prefetch_after). A real run's --trace is read back and held to the rule: while a unit computes, the
 // all-gathers started and not yet finished are exactly the units at positions p+1 .. p+K-1 of the pass's
 // order after the acquired unit's position p (Layout::pass_order), less the root unit (own slot, gathered
