@@ -14,6 +14,7 @@
 #include "src/core/check.h"
 #include "src/core/rng.h"
 #include "src/dist/collective_check.h"
+#include "src/fsdp/offload_set.h"
 #include "src/io/data_loader.h"
 #include "src/io/json_min.h"
 #include "src/runtime/runtime.h"
@@ -178,7 +179,7 @@ int cmd_bench(int argc, char** argv, Communicator& world) {
   if (json) {
     log_rank0(world, "{\"config\": \"", o.config_name, "\", \"params\": ", o.model.num_params(), ", \"B\": ", o.B,
               ", \"T\": ", o.T, ", \"ranks\": ", world.world(), ", \"device\": \"", dev, "\", \"recompute\": \"",
-              o.recompute.str(), "\", \"offload\": \"", FsdpOptions::name(o.fsdp.offload), "\", \"shard\": \"",
+              o.recompute.str(), "\", \"offload\": \"", OffloadSet{o.fsdp.offload, o.offload_activations}.str(), "\", \"shard\": \"",
               FsdpOptions::name(o.fsdp.strategy), "\", \"attention\": \"", r.attention, "\", \"ms_per_step\": ", r.ms,
               ", \"tokens_per_s\": ", r.tokens_per_s, ", \"mfu\": ", r.mfu, ", \"peak_device_mib\": ", r.peak_device_mib,
               ", \"peak_host_mib\": ", r.peak_host_mib, ", \"peak_device_bytes\": ", r.peak_device_bytes,
@@ -187,7 +188,7 @@ int cmd_bench(int argc, char** argv, Communicator& world) {
   } else {
     log_rank0(world, "bench ", o.config_name, " (", o.model.num_params() / 1e6, "M params) B=", o.B, " T=", o.T,
               " ranks=", world.world(), " device=", dev, " recompute=", o.recompute.str(), " offload=",
-              FsdpOptions::name(o.fsdp.offload), " attention=", r.attention);
+              OffloadSet{o.fsdp.offload, o.offload_activations}.str(), " attention=", r.attention);
     log_rank0(world, "ms_per_step ", r.ms, " (min ", r.ms_min, ", max ", r.ms_max, ", ", r.steps, " steps)");
     log_rank0(world, "tokens_per_s ", r.tokens_per_s);
     log_rank0(world, "mfu ", 100 * r.mfu, "% of ", r.peak.flops / 1e12, " TFLOP/s per rank (", r.peak.source, ")");

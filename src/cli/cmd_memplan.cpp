@@ -10,6 +10,7 @@
 #include "src/cli/train_flags.h"
 #include "src/core/check.h"
 #include "src/dist/communicator.h"
+#include "src/fsdp/offload_set.h"
 #include "src/io/atomic_file.h"
 #include "src/plan/hardware.h"
 #include "src/plan/memplan.h"
@@ -30,7 +31,9 @@ const char* kMemplanHelp =
     "  --gather-slots K (2)  gather slots for the non-root units: the unit in use + K-1 gathered ahead of it\n"
     "                       (K = 1: no prefetch); each costs the largest non-root unit, padded, in the compute dtype\n"
     "                       (grad_op: one slot per unit, K only sets how far ahead forward gathers)\n"
-    "  --recompute none|full|every:K|selective   --offload none|optimizer|params   --reduce-dtype fp32|bf16\n"
+    "  --recompute none|full|every:K|selective   --reduce-dtype fp32|bf16\n"
+    "  --offload none|optimizer|params|activations, or a list (params,activations)\n"
+    "  --wrap block|blocks:K|min-params:N  blocks per sharding unit (gpt train --help says what each costs)\n"
     "  -B N (4)  -T N (64)  per-rank micro-batch and sequence length\n"
     "  --train GLOB --val GLOB  the run's shards: the vocabulary follows their tokenizer record (as in gpt train)\n"
     "  --device cpu|cuda|auto   cpu = fp32 compute, cuda = bf16 compute (default cpu)\n"
@@ -63,7 +66,8 @@ std::string join_json(const MemBreakdown& b) {
 std::string describe_input(const MemPlanInput& in, const MemPlan& p) {
   return str("ranks ", in.world, " | shard ", FsdpOptions::name(in.fsdp.strategy), " (group ", p.group,
              ") | gather slots ", in.fsdp.gather_slots, in.fsdp.no_sync ? " | no-sync" : "", " | offload ",
-             FsdpOptions::name(in.fsdp.offload), " | recompute ", in.recompute.str(), " | B=", in.B, " T=", in.T,
+             OffloadSet{in.fsdp.offload, in.offload_activations}.str(), " | recompute ", in.recompute.str(),
+             in.wrap != WrapPolicy{} ? " | wrap " + in.wrap.str() : std::string(), " | B=", in.B, " T=", in.T,
              " | compute ", dtype_name(in.compute), in.compute == DType::F32 ? " (cpu)" : " (cuda)",
              in.compute == DType::BF16 ? str(" | attention ", attention_path_name(in.attention)) : std::string());
 }
@@ -101,7 +105,7 @@ std::string plan_json(const std::string& name, const MemPlanInput& in, const Mem
              ", \"psi\": ", p.psi, ", \"world\": ", in.world, ", \"shard\": \"", FsdpOptions::name(in.fsdp.strategy),
              "\", \"group\": ", p.group, ", \"gather_slots\": ", in.fsdp.gather_slots,
              ", \"no_sync\": ", in.fsdp.no_sync ? "true" : "false", ", \"offload\": \"",
-             FsdpOptions::name(in.fsdp.offload), "\", \"recompute\": \"", in.recompute.str(), "\", \"B\": ", in.B,
+             OffloadSet{in.fsdp.offload, in.offload_activations}.str(), "\", \"recompute\": \"", in.recompute.str(), "\", \"wrap\": \"", in.wrap.str(), "\", \"B\": ", in.B,
              ", \"T\": ", in.T, ", \"dtype\": \"", dtype_name(in.compute), "\", \"model_state_bytes\": ",
              p.model_state_bytes(), ", \"device_bytes\": ", join_json(p.peak[(int)MemDomain::device]),
              ", \"host_bytes\": ", join_json(p.peak[(int)MemDomain::host]), ", \"device_peak_bytes\": ", p.device_peak,
@@ -237,9 +241,12 @@ int cmd_memplan(int argc, char** argv, Communicator& world) {
   in.fsdp.shard_group = f.i32("--shard-group", 0, 0, 1 << 20);
   in.fsdp.gather_slots = f.i32("--gather-slots", 2, 1, 64);
   in.fsdp.no_sync = f.on("--no-sync");
-  in.fsdp.offload = FsdpOptions::parse_offload(f.str("--offload", "none"));
+  const OffloadSet off = OffloadSet::parse(f.str("--offload", "none"));
+  in.fsdp.offload = off.states;
+  in.offload_activations = off.activations;
   in.fsdp.reduce_dtype = FsdpOptions::parse_reduce_dtype(f.str("--reduce-dtype", "fp32"));
   in.recompute = RecomputePolicy::parse(f.str("--recompute", "none"));
+  in.wrap = WrapPolicy::parse(f.str("--wrap", "block"));
   in.B = f.i32("-B", 4, 1, 1 << 20);
   in.T = f.i32("-T", 64, 1, 1 << 20);
   const DeviceKind device = resolve_device(f.str("--device", "cpu"));

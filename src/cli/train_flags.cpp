@@ -3,6 +3,7 @@
 
 #include "kernels/attention_rules.h"
 #include "src/core/check.h"
+#include "src/fsdp/offload_set.h"
 #include "src/io/model_file.h"
 #include "src/io/token_record.h"
 #include "src/io/tokenizer.h"
@@ -38,7 +39,17 @@ const char* kTrainFlagsHelp =
     "                       (K = 1: no prefetch); each costs the largest non-root unit, padded, in the compute dtype\n"
     "                       (grad_op: one slot per unit, K only sets how far ahead forward gathers)\n"
     "  --no-sync            accumulate full grads locally, reduce on the last micro-step\n"
-    "  --recompute none|full|every:K|selective   --offload none|optimizer|params\n"
+    "  --recompute none|full|every:K|selective\n"
+    "  --offload none|optimizer|params|activations, or a list (params,activations)\n"
+    "                       optimizer: fp32 states and AdamW on the host (PCIe: the gradient shard down, the\n"
+    "                       param shard up, per step); params: as optimizer, and every gather first uploads the\n"
+    "                       shard (per unit and pass); activations: what each block keeps for backward (its\n"
+    "                       input under full recompute, everything under none) goes to the host after its\n"
+    "                       forward and comes back a block ahead of its backward (a ring of 3 on the device)\n"
+    "  --wrap block|blocks:K|min-params:N  blocks per sharding unit (block): K blocks, or as few as reach N\n"
+    "                       parameters (suffix k/M/B). Fewer units: fewer collectives per step (2 gathers and\n"
+    "                       1 reduce-scatter per unit per micro-step), each larger; every gather slot then holds\n"
+    "                       the largest unit, so gathered bytes grow K-fold\n"
     "  --attention simple|fused|cudnn, default auto: cudnn where it runs, else fused, else simple (cuda; cpu: simple)\n"
     "                       simple keeps (T,T) probabilities; fused (head sizes 32, 64) and cudnn (cuDNN flash\n"
     "                       attention, head sizes multiples of 8 up to 128, 256 on sm_90) keep none\n"
@@ -162,9 +173,12 @@ TrainOptions parse_train_flags(Flags& f, const std::string& default_config) {
   GPT_CHECK(o.fsdp.strategy != ShardStrategy::hybrid || o.fsdp.shard_group > 0, "--shard hybrid needs --shard-group G");
   o.fsdp.gather_slots = f.i32("--gather-slots", 2, 1, 64);
   o.fsdp.no_sync = f.on("--no-sync");
-  o.fsdp.offload = FsdpOptions::parse_offload(f.str("--offload", "none"));
+  const OffloadSet off = OffloadSet::parse(f.str("--offload", "none"));
+  o.fsdp.offload = off.states;
+  o.offload_activations = off.activations;
   o.fsdp.reduce_dtype = FsdpOptions::parse_reduce_dtype(f.str("--reduce-dtype", "fp32"));
   o.recompute = RecomputePolicy::parse(f.str("--recompute", "none"));
+  o.wrap = WrapPolicy::parse(f.str("--wrap", "block"));
   GPT_CHECK(o.recompute.mode != RecomputePolicy::Mode::every || o.recompute.every_k <= o.model.num_layers,
             "--recompute every:", o.recompute.every_k, " exceeds the model's ", o.model.num_layers, " layers");
   o.val_every = f.i32("--val-every", 0, 0, 1 << 30);

@@ -229,10 +229,9 @@ std::set<std::string> check_tensors(const HfNames& n, const Layout& layout) {
   check(n.top.at("ln_f.weight"), {C}, "C from wte.weight");
   check(n.top.at("ln_f.bias"), {C}, "C from wte.weight");
   if (n.top.count("lm_head.weight")) check(n.top.at("lm_head.weight"), wte, "tied to wte.weight");
-  const UnitSpec& block0 = layout.unit(layout.block_unit(0));
   for (int l = 0; l < cfg.num_layers; l++)
     for (int k = 0; k < kBlockTensors; k++)
-      check(n.layers.at(l)[k], hf_shape(block0.tensor(kBlock[k].ours), kBlock[k].conv1d),
+      check(n.layers.at(l)[k], hf_shape(*layout.locate(kBlock[k].ours, 0).spec, kBlock[k].conv1d),
             kBlock[k].conv1d ? "a Conv1D weight [in, out], C from wte.weight" : "C from wte.weight");
   return dtypes;
 }
@@ -244,11 +243,12 @@ void read_weights(const HfNames& n, const Layout& layout, std::vector<std::vecto
   const int64_t C = layout.config().channels;
   units.resize(layout.num_units());
   for (int u = 0; u < layout.num_units(); u++) units[u].assign((size_t)layout.unit(u).numel, 0.0f);
-  auto put = [&](int u, const char* ours, const std::vector<float>& v) {
-    std::memcpy(units[u].data() + layout.unit(u).tensor(ours).offset, v.data(), v.size() * sizeof(float));
+  auto put = [&](const char* ours, int layer, const std::vector<float>& v) {
+    const TensorPlace t = layout.locate(ours, layer);
+    std::memcpy(units[t.unit].data() + t.spec->offset, v.data(), v.size() * sizeof(float));
   };
   std::vector<float> v = read(n.top.at("wte.weight"));  // (V, C); rows V..Vp-1 of our wte stay zero
-  put(layout.embed_unit(), "wte", v);
+  put("wte", -1, v);
   if (n.top.count("lm_head.weight")) {
     const std::vector<float> head = read(n.top.at("lm_head.weight"));  // (V, C)
     for (size_t i = 0; i < v.size(); i++)
@@ -256,21 +256,20 @@ void read_weights(const HfNames& n, const Layout& layout, std::vector<std::vecto
                 ": lm_head.weight differs from wte.weight at [", i / C, ", ", i % C, "] (", head[i], " vs ", v[i],
                 "): our model ties the output layer to the token embedding, so an untied lm_head cannot be imported");
   }
-  put(layout.embed_unit(), "wpe", read(n.top.at("wpe.weight")));
+  put("wpe", -1, read(n.top.at("wpe.weight")));
   for (int l = 0; l < layout.config().num_layers; l++) {
-    const int u = layout.block_unit(l);
     for (int k = 0; k < kBlockTensors; k++) {
-      const TensorSpec& t = layout.unit(u).tensor(kBlock[k].ours);
+      const TensorPlace t = layout.locate(kBlock[k].ours, l);
       v = read(n.layers.at(l)[k]);
-      if (kBlock[k].conv1d) {
-        transpose(v.data(), units[u].data() + t.offset, t.cols, t.rows);  // hf (in, out) -> ours (out, in)
+      if (kBlock[k].conv1d) {  // hf (in, out) -> ours (out, in)
+        transpose(v.data(), units[t.unit].data() + t.spec->offset, t.spec->cols, t.spec->rows);
       } else {
-        put(u, kBlock[k].ours, v);
+        put(kBlock[k].ours, l, v);
       }
     }
   }
-  put(layout.head_unit(), "lnfw", read(n.top.at("ln_f.weight")));
-  put(layout.head_unit(), "lnfb", read(n.top.at("ln_f.bias")));
+  put("lnfw", -1, read(n.top.at("ln_f.weight")));
+  put("lnfb", -1, read(n.top.at("ln_f.bias")));
 }
 
 }  // namespace
@@ -304,8 +303,10 @@ void save_hf_gpt2(const std::string& path, const std::string& config_path, const
             " unit buffers, the layout has ", layout.num_units());
   const GPTConfig& cfg = layout.config();
   const int64_t C = cfg.channels;
-  const UnitSpec& embed = layout.unit(layout.embed_unit());
-  const UnitSpec& head = layout.unit(layout.head_unit());
+  auto at = [&](const char* name, int layer) {  // the tensor's first element in the caller's units
+    const TensorPlace t = layout.locate(name, layer);
+    return units[t.unit] + t.spec->offset;
+  };
 
   // Declare every tensor with its data source, in Hugging Face's order: wte, wpe, h.0 ... h.{L-1}, ln_f.
   struct Out {
@@ -314,18 +315,16 @@ void save_hf_gpt2(const std::string& path, const std::string& config_path, const
     const TensorSpec* conv1d;  // non-null: transpose this (rows, cols) matrix on the way out
   };
   std::vector<Out> outs;
-  outs.push_back({{"wte.weight", {cfg.vocab_size, C}}, units[0] + embed.tensor("wte").offset, nullptr});
-  outs.push_back({{"wpe.weight", {cfg.max_seq_len, C}}, units[0] + embed.tensor("wpe").offset, nullptr});
+  outs.push_back({{"wte.weight", {cfg.vocab_size, C}}, at("wte", -1), nullptr});
+  outs.push_back({{"wpe.weight", {cfg.max_seq_len, C}}, at("wpe", -1), nullptr});
   for (int l = 0; l < cfg.num_layers; l++) {
-    const UnitSpec& unit = layout.unit(layout.block_unit(l));
     for (const BlockTensor& b : kBlock) {
-      const TensorSpec& t = unit.tensor(b.ours);
-      outs.push_back({{str("h.", l, ".", b.hf), hf_shape(t, b.conv1d)}, units[layout.block_unit(l)] + t.offset,
-                      b.conv1d ? &t : nullptr});
+      const TensorSpec& t = *layout.locate(b.ours, l).spec;
+      outs.push_back({{str("h.", l, ".", b.hf), hf_shape(t, b.conv1d)}, at(b.ours, l), b.conv1d ? &t : nullptr});
     }
   }
-  outs.push_back({{"ln_f.weight", {C}}, units[layout.head_unit()] + head.tensor("lnfw").offset, nullptr});
-  outs.push_back({{"ln_f.bias", {C}}, units[layout.head_unit()] + head.tensor("lnfb").offset, nullptr});
+  outs.push_back({{"ln_f.weight", {C}}, at("lnfw", -1), nullptr});
+  outs.push_back({{"ln_f.bias", {C}}, at("lnfb", -1), nullptr});
 
   std::vector<StTensorDecl> decls;
   for (const Out& o : outs) decls.push_back(o.decl);

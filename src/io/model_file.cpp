@@ -41,22 +41,14 @@ std::vector<Slab> file_order(const Layout& layout) {
                                               "ln2w", "ln2b", "fcw",     "fcb",     "fcprojw",  "fcprojb"};
   const int L = layout.config().num_layers;
   std::vector<Slab> slabs;
-  const UnitSpec& embed = layout.unit(layout.embed_unit());
-  for (const char* n : {"wte", "wpe"}) {
-    const TensorSpec& t = embed.tensor(n);
-    slabs.push_back({layout.embed_unit(), t.offset, t.numel, n, -1});
-  }
-  for (const char* n : kBlockTensors) {
-    for (int l = 0; l < L; l++) {
-      const TensorSpec& t = layout.unit(layout.block_unit(l)).tensor(n);
-      slabs.push_back({layout.block_unit(l), t.offset, t.numel, n, l});
-    }
-  }
-  const UnitSpec& head = layout.unit(layout.head_unit());
-  for (const char* n : {"lnfw", "lnfb"}) {
-    const TensorSpec& t = head.tensor(n);
-    slabs.push_back({layout.head_unit(), t.offset, t.numel, n, -1});
-  }
+  auto slab = [&](const char* n, int layer) {
+    const TensorPlace t = layout.locate(n, layer);
+    slabs.push_back({t.unit, t.spec->offset, t.spec->numel, n, layer});
+  };
+  for (const char* n : {"wte", "wpe"}) slab(n, -1);
+  for (const char* n : kBlockTensors)
+    for (int l = 0; l < L; l++) slab(n, l);
+  for (const char* n : {"lnfw", "lnfb"}) slab(n, -1);
   return slabs;
 }
 

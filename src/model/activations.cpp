@@ -2,6 +2,9 @@
 // buffers, so the plan's totals are what the ledger records under `activation` (device and host domains).
 #include "src/model/activations.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "src/core/size_math.h"
 
 namespace gpt {
@@ -25,7 +28,7 @@ KeptFields KeptFields::for_layer(const RecomputePolicy& p, int layer) {
 }
 
 ActivationPlan plan_activations(const GPTConfig& cfg, const RecomputePolicy& policy, int B, int T, int64_t cs,
-                                int64_t state_bytes) {
+                                int64_t state_bytes, bool offload) {
   const int64_t N = sat_mul({B, T}), C = cfg.channels, L = cfg.num_layers;
   ActivationPlan p;
   auto set = [&](BlockField f, int64_t bytes) { p.field_bytes[(int)f] = bytes; };
@@ -49,22 +52,46 @@ ActivationPlan plan_activations(const GPTConfig& cfg, const RecomputePolicy& pol
   p.wide = sat_mul({N, 4 * C, cs});
   p.logits = sat_mul({N, cfg.padded_vocab_size, cs});
   p.host_row = sat_mul({N, 4});
+  if (offload) {
+    p.ring = (int)std::min<int64_t>(3, L);
+    p.slot_field.resize((size_t)p.ring);
+    for (int l = 0; l < L; l++)
+      for (int f = 0; f < kBlockFields; f++) p.slot_field[l % p.ring][f] |= p.kept[l].keep[f];
+  }
   return p;
 }
 
+int64_t ActivationPlan::layer_kept_bytes(int l) const {
+  int64_t t = resid;
+  for (int f = 0; f < kBlockFields; f++)
+    if (kept[l].keep[f]) t = sat_add({t, field_bytes[f]});
+  return t;
+}
+
+// Without offload every layer's kept buffers and the L+1 residual buffers are on the device; with it, ring
+// slots of them (plus the last block's output).
 int64_t ActivationPlan::total_bytes() const {
   int64_t t = 0;
   for (int f = 0; f < kBlockFields; f++) {
-    int64_t layers_keeping = 0;
-    for (const KeptFields& k : kept) layers_keeping += k.keep[f];
-    t = sat_add({t, sat_mul({layers_keeping + (scratch[f] ? 1 : 0), field_bytes[f]})});
+    int64_t copies = scratch[f] ? 1 : 0;
+    if (ring > 0) {
+      for (const auto& s : slot_field) copies += s[f];
+    } else {
+      for (const KeptFields& k : kept) copies += k.keep[f];
+    }
+    t = sat_add({t, sat_mul({copies, field_bytes[f]})});
   }
-  const int64_t L = (int64_t)kept.size();
-  return sat_add({t, sat_mul({L + 1, resid}), sat_mul({5, row_f32}), sat_mul({4, narrow}), sat_mul({2, wide}), logits,
+  const int64_t L = (int64_t)kept.size(), resids = ring > 0 ? ring + 1 : L + 1;
+  return sat_add({t, sat_mul({resids, resid}), sat_mul({5, row_f32}), sat_mul({4, narrow}), sat_mul({2, wide}), logits,
                   loss_sum});
 }
 
-int64_t ActivationPlan::host_bytes() const { return sat_mul({2, host_row}); }
+int64_t ActivationPlan::host_bytes() const {
+  int64_t t = sat_mul({2, host_row});
+  if (ring > 0)
+    for (int l = 0; l < (int)kept.size(); l++) t = sat_add({t, layer_kept_bytes(l)});
+  return t;
+}
 
 void* Activations::take(size_t bytes) {
   void* p = be_.alloc(bytes, MemCat::activation);
@@ -101,19 +128,71 @@ void Activations::place(BlockActs& a, BlockField f, bool own, const BlockActs& s
   }
 }
 
-Activations::Activations(Backend& be, const GPTConfig& cfg, const RecomputePolicy& policy, int B_, int T_)
+namespace {
+// The buffers of field f (two halves for a stats field) and their bytes.
+std::vector<std::pair<void*, size_t>> field_buffers(const BlockActs& a, BlockField f, size_t bytes) {
+  switch (f) {
+    case BlockField::ln1: return {{a.ln1, bytes}};
+    case BlockField::ln1_stats: return {{a.ln1_mean, bytes / 2}, {a.ln1_rstd, bytes / 2}};
+    case BlockField::qkv: return {{a.qkv, bytes}};
+    case BlockField::atty: return {{a.atty, bytes}};
+    case BlockField::att_state: return {{a.att_state, bytes}};
+    case BlockField::res2: return {{a.res2, bytes}};
+    case BlockField::ln2: return {{a.ln2, bytes}};
+    case BlockField::ln2_stats: return {{a.ln2_mean, bytes / 2}, {a.ln2_rstd, bytes / 2}};
+    case BlockField::fch: return {{a.fch, bytes}};
+    case BlockField::fch_gelu: return {{a.fch_gelu, bytes}};
+    case BlockField::count: break;
+  }
+  return {};
+}
+}  // namespace
+
+void Activations::place_ring(const ActivationPlan& p, const BlockActs& scratch) {
+  const int L = (int)kept.size();
+  std::vector<void*> slot_resid;   // [slot] (N, C): the input of the slot's layer
+  std::vector<BlockActs> slots(p.ring);  // [slot]: the fields some layer keeps
+  for (int s = 0; s < p.ring; s++) {
+    slot_resid.push_back(take((size_t)p.resid));
+    for (int f = 0; f < kBlockFields; f++)
+      if (p.slot_field[s][f]) place(slots[s], (BlockField)f, true, scratch, p);
+  }
+  std::vector<std::vector<ActTransfer>> transfers((size_t)L);  // [layer]
+  for (int l = 0; l < L; l++) {
+    const int s = l % p.ring;
+    resid.push_back(slot_resid[s]);
+    transfers[l].push_back({slot_resid[s], take_host((size_t)p.resid), (size_t)p.resid});
+    for (int f = 0; f < kBlockFields; f++) {
+      place(blocks[l], (BlockField)f, false, kept[l].keep[f] ? slots[s] : scratch, p);
+      if (!kept[l].keep[f]) continue;
+      for (auto [dev, bytes] : field_buffers(blocks[l], (BlockField)f, (size_t)p.field_bytes[f]))
+        transfers[l].push_back({dev, take_host(bytes), bytes});
+    }
+  }
+  resid.push_back(take((size_t)p.resid));  // the last block's output, read by the final layernorm
+  ring = std::make_unique<ActivationRing>(be_, p.ring, std::move(transfers));
+}
+
+Activations::Activations(Backend& be, const GPTConfig& cfg, const RecomputePolicy& policy, int B_, int T_,
+                         bool offload)
     : B(B_), T(T_), be_(be) {
   const ActivationPlan p = plan_activations(cfg, policy, B, T, (int64_t)be.compute_size(),
-                                            (int64_t)be.attention_state_bytes(B, T, cfg.num_heads));
+                                            (int64_t)be.attention_state_bytes(B, T, cfg.num_heads), offload);
   const int L = cfg.num_layers;
-  for (int l = 0; l <= L; l++) resid.push_back(take((size_t)p.resid));
   BlockActs scratch;  // the shared buffers of the fields some layer recomputes
-  for (int f = 0; f < kBlockFields; f++)
-    if (p.scratch[f]) place(scratch, (BlockField)f, true, scratch, p);
   kept = p.kept;
   blocks.resize(L);
-  for (int l = 0; l < L; l++)
-    for (int f = 0; f < kBlockFields; f++) place(blocks[l], (BlockField)f, kept[l].keep[f], scratch, p);
+  if (p.ring > 0) {
+    for (int f = 0; f < kBlockFields; f++)
+      if (p.scratch[f]) place(scratch, (BlockField)f, true, scratch, p);
+    place_ring(p, scratch);
+  } else {
+    for (int l = 0; l <= L; l++) resid.push_back(take((size_t)p.resid));
+    for (int f = 0; f < kBlockFields; f++)
+      if (p.scratch[f]) place(scratch, (BlockField)f, true, scratch, p);
+    for (int l = 0; l < L; l++)
+      for (int f = 0; f < kBlockFields; f++) place(blocks[l], (BlockField)f, kept[l].keep[f], scratch, p);
+  }
 
   lnf = take((size_t)p.narrow);
   lnf_mean = static_cast<float*>(take((size_t)p.row_f32));

@@ -1,12 +1,17 @@
 // Activation storage for one micro-batch shape (B, T). Each block's buffers are either kept per layer or
 // point into one shared scratch set, as the recompute policy decides; the residual stream (every block's
 // input and the final output) is always kept. All buffers are tagged `activation` in the memory ledger.
+// With activation offload (--offload activations) what a layer keeps (its input and its kept fields) has a
+// host copy per layer (host domain) and the device only a ring of slots (activation_ring.h), layer l's
+// buffers in slot l % slots; the last block's output, read by the final layernorm, stays on the device.
 #pragma once
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "src/backend/backend.h"
+#include "src/model/activation_ring.h"
 #include "src/model/config.h"
 #include "src/model/recompute.h"
 
@@ -54,17 +59,24 @@ struct ActivationPlan {
   int64_t logits = 0;     // (N, Vp)
   int64_t loss_sum = 8;   // one fp64: the running sum of per-token losses (GPT::take_loss_sum)
   int64_t host_row = 0;   // (N) int32 in host memory (pinned on cuda): the staging of inputs, of targets
+  // Activation offload: the ring's slots (min(3, L); 0 without offload). Slot s holds a block input and
+  // every field that some layer of the slot (l % ring == s) keeps (slot_field).
+  int ring = 0;
+  std::vector<std::array<bool, kBlockFields>> slot_field;  // [slot][BlockField]
   // The sum of every device buffer above (saturating at INT64_MAX, like the sizes themselves).
   int64_t total_bytes() const;
-  // The host-domain buffers: the two token-id stagings.
+  // The host-domain buffers: the two token-id stagings, and with offload every layer's kept buffers.
   int64_t host_bytes() const;
+  // What layer l keeps between its forward and its backward: its input and its kept fields.
+  int64_t layer_kept_bytes(int l) const;
 };
+// offload: --offload activations (ActivationPlan::ring).
 ActivationPlan plan_activations(const GPTConfig& cfg, const RecomputePolicy& policy, int B, int T, int64_t compute_size,
-                                int64_t attention_state_bytes);
+                                int64_t attention_state_bytes, bool offload = false);
 
 class Activations {
  public:
-  Activations(Backend& be, const GPTConfig& cfg, const RecomputePolicy& policy, int B, int T);
+  Activations(Backend& be, const GPTConfig& cfg, const RecomputePolicy& policy, int B, int T, bool offload = false);
   ~Activations();
   Activations(const Activations&) = delete;
   Activations& operator=(const Activations&) = delete;
@@ -73,6 +85,7 @@ class Activations {
   std::vector<void*> resid;       // L+1 buffers (N, C): resid[l] is block l's input, resid[L] the last output
   std::vector<BlockActs> blocks;  // L
   std::vector<KeptFields> kept;   // L
+  std::unique_ptr<ActivationRing> ring;  // --offload activations, else null
   void* lnf = nullptr;            // (N, C)
   float* lnf_mean = nullptr;      // (N)
   float* lnf_rstd = nullptr;      // (N)
@@ -96,6 +109,8 @@ class Activations {
   void* take(size_t bytes);
   void* take_host(size_t bytes);
   void place(BlockActs& a, BlockField f, bool own, const BlockActs& shared, const ActivationPlan& p);
+  // The ring's slots, the layers' pointers into them, and each layer's host copies and transfers.
+  void place_ring(const ActivationPlan& p, const BlockActs& scratch);
 };
 
 }  // namespace gpt

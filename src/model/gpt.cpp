@@ -23,21 +23,24 @@ struct GPT::BlockGrads {
   float *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
 };
 
-GPT::GPT(Backend& be, const GPTConfig& cfg, RecomputePolicy recompute)
-    : be_(be), layout_(cfg), recompute_(recompute) {}
+GPT::GPT(Backend& be, const GPTConfig& cfg, RecomputePolicy recompute, const WrapPolicy& wrap,
+         bool offload_activations)
+    : be_(be), layout_(cfg, wrap), recompute_(recompute), offload_activations_(offload_activations) {}
 
 const void* GPT::at(const void* base, int64_t elems) const {
   return static_cast<const char*>(base) + elems * (int64_t)be_.compute_size();
 }
 
-GPT::BlockParams GPT::block_params(const void* u) const {
+GPT::BlockParams GPT::block_params(const void* unit, int l) const {
   const BlockOffsets& o = layout_.block();
+  const void* u = at(unit, layout_.layer_offset(l));
   return {at(u, o.ln1w), at(u, o.ln1b), at(u, o.qkvw),    at(u, o.qkvb),   at(u, o.attprojw), at(u, o.attprojb),
           at(u, o.ln2w), at(u, o.ln2b), at(u, o.fcw),     at(u, o.fcb),    at(u, o.fcprojw),  at(u, o.fcprojb)};
 }
 
-GPT::BlockGrads GPT::block_grads(float* u) const {
+GPT::BlockGrads GPT::block_grads(float* unit, int l) const {
   const BlockOffsets& o = layout_.block();
+  float* u = unit + layout_.layer_offset(l);
   return {u + o.ln1w, u + o.ln1b, u + o.qkvw, u + o.qkvb, u + o.attprojw, u + o.attprojb,
           u + o.ln2w, u + o.ln2b, u + o.fcw,  u + o.fcb,  u + o.fcprojw,  u + o.fcprojb};
 }
@@ -134,7 +137,7 @@ void GPT::check_tokens(const int* ids, int n) const {
 }
 
 // Everything up to the logits.
-void GPT::run_forward(const int* inputs, const int* targets, int B, int T, ParamSource& params) {
+void GPT::run_forward(const int* inputs, const int* targets, int B, int T, ParamSource& params, bool train) {
   const GPTConfig& c = config();
   GPT_CHECK(B >= 1 && T >= 1, "forward: B and T must be >= 1 (got B=", B, ", T=", T, ")");
   GPT_CHECK(T <= c.max_seq_len, "-T ", T, " exceeds the model's sequence length ", c.max_seq_len);
@@ -142,7 +145,7 @@ void GPT::run_forward(const int* inputs, const int* targets, int B, int T, Param
   if (!acts_ || acts_->B != B || acts_->T != T) {
     std::unique_ptr<Activations> old = std::move(acts_);
     reserve_workspace(B, T);
-    acts_ = std::make_unique<Activations>(be_, c, recompute_, B, T);
+    acts_ = std::make_unique<Activations>(be_, c, recompute_, B, T, offload_activations_);
     if (old) be_.copy_d2d(acts_->loss_sum, old->loss_sum, sizeof(double));  // the step's running loss total
     staged_ = 0;  // the old staging is freed (after its copies, Backend::free_host waits for them)
   }
@@ -152,29 +155,35 @@ void GPT::run_forward(const int* inputs, const int* targets, int B, int T, Param
 
   const void* embed = params.acquire(layout_.embed_unit(), Pass::forward);
   const void* wte = at(embed, layout_.wte_offset());
+  ActivationRing* ring = acts_->ring.get();  // --offload activations, else null
+  if (ring) ring->claim(0);                  // the encoder writes block 0's input
   trace::begin(trace::kCompute, "forward embed", "compute");
   be_.encoder_forward(acts_->resid[0], acts_->inputs, wte, at(embed, layout_.wpe_offset()), B, T, C);
   trace::end(trace::kCompute);
+  const void* unit = nullptr;  // the gathered unit of the blocks running now (a unit may hold several)
   for (int l = 0; l < L; l++) {
-    const int u = layout_.block_unit(l);
-    const void* unit = params.acquire(u, Pass::forward);
-    trace::Scope ts(trace::kCompute, "forward " + layout_.unit(u).name, "compute");
-    block_forward(l, block_params(unit), acts_->resid[l], acts_->resid[l + 1], false);
-    params.release(u, Pass::forward);
+    const int u = layout_.layer_unit(l);
+    if (layout_.opens_unit(l)) unit = params.acquire(u, Pass::forward);
+    if (ring && l + 1 < L) ring->claim(l + 1);  // block l writes block l+1's input
+    {
+      trace::Scope ts(trace::kCompute, str("forward block", l), "compute");
+      block_forward(l, block_params(unit, l), acts_->resid[l], acts_->resid[l + 1], false);
+    }
+    if (ring && train) ring->offload(l);
+    if (layout_.closes_unit(l)) params.release(u, Pass::forward);
   }
-  const void* head = params.acquire(layout_.head_unit(), Pass::forward);
-  {
-    trace::Scope ts(trace::kCompute, "forward head", "compute");
-    be_.layernorm_forward(acts_->lnf, acts_->lnf_mean, acts_->lnf_rstd, acts_->resid[L], head, at(head, C), N, C);
+  {  // the final layernorm, in the root unit
+    trace::Scope ts(trace::kCompute, "forward lnf", "compute");
+    const void* lnf = at(embed, layout_.lnf_offset());
+    be_.layernorm_forward(acts_->lnf, acts_->lnf_mean, acts_->lnf_rstd, acts_->resid[L], lnf, at(lnf, C), N, C);
   }
-  params.release(layout_.head_unit(), Pass::forward);
   trace::Scope ts(trace::kCompute, "forward lm_head", "compute");
   be_.matmul_forward(acts_->logits, acts_->lnf, wte, nullptr, N, C, Vp);
   params.release(layout_.embed_unit(), Pass::forward);
 }
 
 float GPT::forward(const int* inputs, const int* targets, int B, int T, ParamSource& params) {
-  run_forward(inputs, targets, B, T, params);
+  run_forward(inputs, targets, B, T, params, false);
   if (!targets) return 0.0f;
   const GPTConfig& c = config();
   const int N = B * T;
@@ -187,7 +196,7 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T, ParamSou
 
 void GPT::forward_train(const int* inputs, const int* targets, int B, int T, ParamSource& params) {
   GPT_CHECK(targets, "forward_train: needs targets (the loss is computed in backward)");
-  run_forward(inputs, targets, B, T, params);
+  run_forward(inputs, targets, B, T, params, true);
 }
 
 void GPT::backward(float dloss, ParamSource& params) {
@@ -195,7 +204,7 @@ void GPT::backward(float dloss, ParamSource& params) {
   const GPTConfig& c = config();
   const int B = acts_->B, T = acts_->T, N = B * T, C = c.channels, L = c.num_layers;
   const int V = c.vocab_size, Vp = c.padded_vocab_size;
-  const int eu = layout_.embed_unit(), hu = layout_.head_unit();
+  const int eu = layout_.embed_unit();
 
   // LM head (tied wte): the classifier turns logits into dlogits in place.
   const void* embed = params.acquire(eu, Pass::backward);
@@ -207,29 +216,37 @@ void GPT::backward(float dloss, ParamSource& params) {
     be_.matmul_backward(dlnf, gembed + layout_.wte_offset(), nullptr, acts_->logits, acts_->lnf,
                         at(embed, layout_.wte_offset()), N, C, Vp);
   }
-  // final layernorm (unit head)
-  const void* head = params.acquire(hu, Pass::backward);
-  float* ghead = params.grad_buffer(hu);
-  {
-    trace::Scope ts(trace::kCompute, "backward head", "compute");
-    be_.layernorm_backward(acts_->dres, ghead, ghead + C, dlnf, acts_->resid[L], head, acts_->lnf_mean,
-                           acts_->lnf_rstd, N, C);
+  {  // the final layernorm, in the root unit
+    trace::Scope ts(trace::kCompute, "backward lnf", "compute");
+    const int64_t lnf = layout_.lnf_offset();
+    be_.layernorm_backward(acts_->dres, gembed + lnf, gembed + lnf + C, dlnf, acts_->resid[L], at(embed, lnf),
+                           acts_->lnf_mean, acts_->lnf_rstd, N, C);
   }
-  params.release(hu, Pass::backward);
-  params.grad_ready(hu);
-  // blocks in reverse; recomputed layers first re-create what they did not keep
+  // blocks in reverse, each unit acquired at its last block and done at its first; recomputed layers first
+  // re-create what they did not keep
+  const void* unit = nullptr;
+  ActivationRing* ring = acts_->ring.get();  // --offload activations, else null
   for (int l = L - 1; l >= 0; l--) {
-    const int u = layout_.block_unit(l);
-    BlockParams p = block_params(params.acquire(u, Pass::backward));
+    const int u = layout_.layer_unit(l);
+    if (layout_.closes_unit(l)) unit = params.acquire(u, Pass::backward);
+    if (ring) {
+      ring->ready(l);                 // this block's kept activations, back on the device
+      if (l > 0) ring->fetch(l - 1);  // the next block's, while this one computes
+    }
+    BlockParams p = block_params(unit, l);
     if (!acts_->kept[l].all()) {
-      trace::Scope ts(trace::kCompute, "recompute " + layout_.unit(u).name, "compute");
+      trace::Scope ts(trace::kCompute, str("recompute block", l), "compute");
       block_forward(l, p, acts_->resid[l], nullptr, true);
     }
     float* g = params.grad_buffer(u);
-    trace::Scope ts(trace::kCompute, "backward " + layout_.unit(u).name, "compute");
-    block_backward(l, p, block_grads(g), acts_->resid[l]);
-    params.release(u, Pass::backward);
-    params.grad_ready(u);
+    {
+      trace::Scope ts(trace::kCompute, str("backward block", l), "compute");
+      block_backward(l, p, block_grads(g, l), acts_->resid[l]);
+    }
+    if (layout_.opens_unit(l)) {
+      params.release(u, Pass::backward);
+      params.grad_ready(u);
+    }
   }
   {
     trace::Scope ts(trace::kCompute, "backward embed", "compute");
@@ -262,13 +279,21 @@ double GPT::matrix_init_std(const GPTConfig& c, InitRule rule) {
   return rule == InitRule::gpt2 ? kGpt2Std : kGpt2Std * std::sqrt(kGpt2Width / c.channels);
 }
 
+// The random streams are per block, not per unit: block l draws from stream 1 + l and the embeddings from
+// stream 0 (the final layernorm draws nothing), so the values do not depend on the wrap either.
 void GPT::init_unit(const Layout& layout, int unit, uint64_t seed, float* out, InitRule rule) {
   const UnitSpec& u = layout.unit(unit);
   const GPTConfig& c = layout.config();
-  Rng rng(seed * 0x9E3779B97F4A7C15ULL + (uint64_t)unit * 0xD1B54A32D192ED03ULL + 1);
+  auto stream = [&](int layer) {
+    const uint64_t s = (uint64_t)(layer + 1);
+    return Rng(seed * 0x9E3779B97F4A7C15ULL + s * 0xD1B54A32D192ED03ULL + 1);
+  };
+  Rng rng = stream(-1);
+  int rng_layer = -1;
   const double embed_std = 0.02, matrix_std = matrix_init_std(c, rule);
   const double resid_std = matrix_std / std::sqrt(2.0 * c.num_layers);
   for (const TensorSpec& t : u.tensors) {
+    if (t.layer != rng_layer) rng = stream(rng_layer = t.layer);
     float* p = out + t.offset;
     if (t.name == "ln1w" || t.name == "ln2w" || t.name == "lnfw") {
       for (int64_t i = 0; i < t.numel; i++) p[i] = 1.0f;

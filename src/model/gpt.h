@@ -13,12 +13,15 @@
 #include "src/model/layout.h"
 #include "src/model/param_source.h"
 #include "src/model/recompute.h"
+#include "src/model/wrap.h"
 
 namespace gpt {
 
 class GPT {
  public:
-  GPT(Backend& be, const GPTConfig& cfg, RecomputePolicy recompute = {});
+  // offload_activations: --offload activations (model/activation_ring.h).
+  GPT(Backend& be, const GPTConfig& cfg, RecomputePolicy recompute = {}, const WrapPolicy& wrap = {},
+      bool offload_activations = false);
   const GPTConfig& config() const { return layout_.config(); }
   const Layout& layout() const { return layout_; }
   Backend& backend() { return be_; }
@@ -67,20 +70,23 @@ class GPT {
   struct BlockParams {  // one block's parameters inside its gathered unit (compute dtype), Layout's order
     const void *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
   };
-  BlockParams block_params(const void* unit) const;
+  // Block l's views inside its unit's gathered parameters (compute dtype) or full-unit gradient (fp32).
+  BlockParams block_params(const void* unit, int layer) const;
   struct BlockGrads;
-  BlockGrads block_grads(float* unit) const;
+  BlockGrads block_grads(float* unit, int layer) const;
   void block_forward(int layer, const BlockParams& p, const void* x, void* out, bool only_scratch);
   void block_forward_cached(const BlockParams& p, int layer, int n, KvCache& cache);
   void block_backward(int layer, const BlockParams& p, const BlockGrads& g, const void* x);
   const void* at(const void* base, int64_t elems) const;
-  void run_forward(const int* inputs, const int* targets, int B, int T, ParamSource& params);
+  // train: a backward follows (forward_train), so offloaded activations are copied to the host.
+  void run_forward(const int* inputs, const int* targets, int B, int T, ParamSource& params, bool train);
   void stage_tokens(const int* inputs, const int* targets, int N);
   void check_tokens(const int* ids, int n) const;  // every id in [0, vocab_size), or throw naming the first
 
   Backend& be_;
   Layout layout_;
   RecomputePolicy recompute_;
+  bool offload_activations_ = false;
   std::unique_ptr<Activations> acts_;
   bool have_targets_ = false;
   uint64_t staged_ = 0;  // copy ticket of the last upload out of the pinned staging (0: none yet)

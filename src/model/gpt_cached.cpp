@@ -37,15 +37,16 @@ const void* GPT::forward_cached(const int* tokens, int n, KvCache& kv, ParamSour
   const void* wte = at(embed, layout_.wte_offset());
   // positions past..past+n-1: the rows of wpe from `past` on
   be_.encoder_forward(kv.x, kv.tokens, wte, at(embed, layout_.wpe_offset() + (int64_t)past * C), 1, n, C);
+  const void* unit = nullptr;  // the gathered unit of the block running now
   for (int l = 0; l < L; l++) {
-    const int u = layout_.block_unit(l);
-    block_forward_cached(block_params(params.acquire(u, Pass::forward)), l, n, kv);
-    params.release(u, Pass::forward);
+    const int u = layout_.layer_unit(l);
+    if (layout_.opens_unit(l)) unit = params.acquire(u, Pass::forward);
+    block_forward_cached(block_params(unit, l), l, n, kv);
+    if (layout_.closes_unit(l)) params.release(u, Pass::forward);
   }
-  const void* head = params.acquire(layout_.head_unit(), Pass::forward);
+  const void* lnf = at(embed, layout_.lnf_offset());  // the final layernorm, in the root unit
   const void* last = at(kv.x, (int64_t)(n - 1) * C);  // (1, C): the only row sampling reads
-  be_.layernorm_forward(kv.ln, kv.mean, kv.rstd, last, head, at(head, C), 1, C);
-  params.release(layout_.head_unit(), Pass::forward);
+  be_.layernorm_forward(kv.ln, kv.mean, kv.rstd, last, lnf, at(lnf, C), 1, C);
   be_.matmul_forward(kv.logits, kv.ln, wte, nullptr, 1, C, c.padded_vocab_size);
   params.release(layout_.embed_unit(), Pass::forward);
   kv.advance(n);

@@ -1,5 +1,7 @@
-// Builds the per-unit flat layout described in layout.h.
+// Builds the per-unit flat layout described in layout.h, and maps tensors between two layouts of one model.
 #include "src/model/layout.h"
+
+#include <algorithm>
 
 #include "src/core/check.h"
 
@@ -12,7 +14,7 @@ const TensorSpec& UnitSpec::tensor(const std::string& n) const {
 }
 
 namespace {
-int64_t add(UnitSpec& u, const std::string& name, int64_t rows, int64_t cols, bool decay) {
+int64_t add(UnitSpec& u, const std::string& name, int64_t rows, int64_t cols, bool decay, int layer) {
   TensorSpec t;
   t.name = name;
   t.offset = u.numel;
@@ -20,54 +22,110 @@ int64_t add(UnitSpec& u, const std::string& name, int64_t rows, int64_t cols, bo
   t.cols = cols;
   t.numel = rows * cols;
   t.weight_decay = decay;
+  t.layer = layer;
   u.tensors.push_back(t);
   u.numel += t.numel;
   return t.offset;
 }
+
+void add_lnf(UnitSpec& u, int64_t C) {
+  add(u, "lnfw", 1, C, false, -1);
+  add(u, "lnfb", 1, C, false, -1);
+}
+
+// Appends block l's tensors to u; returns their offsets relative to the block's first element.
+BlockOffsets add_block(UnitSpec& u, int l, int64_t C) {
+  const int64_t at = u.numel;
+  BlockOffsets o;
+  o.ln1w = add(u, "ln1w", 1, C, false, l) - at;
+  o.ln1b = add(u, "ln1b", 1, C, false, l) - at;
+  o.qkvw = add(u, "qkvw", 3 * C, C, true, l) - at;
+  o.qkvb = add(u, "qkvb", 1, 3 * C, false, l) - at;
+  o.attprojw = add(u, "attprojw", C, C, true, l) - at;
+  o.attprojb = add(u, "attprojb", 1, C, false, l) - at;
+  o.ln2w = add(u, "ln2w", 1, C, false, l) - at;
+  o.ln2b = add(u, "ln2b", 1, C, false, l) - at;
+  o.fcw = add(u, "fcw", 4 * C, C, true, l) - at;
+  o.fcb = add(u, "fcb", 1, 4 * C, false, l) - at;
+  o.fcprojw = add(u, "fcprojw", C, 4 * C, true, l) - at;
+  o.fcprojb = add(u, "fcprojb", 1, C, false, l) - at;
+  return o;
+}
 }  // namespace
 
-Layout::Layout(const GPTConfig& cfg) : cfg_(cfg) {
+Layout::Layout(const GPTConfig& cfg, const WrapPolicy& wrap) : Layout(cfg, wrap, false) {}
+
+Layout Layout::legacy(const GPTConfig& cfg) { return Layout(cfg, WrapPolicy{}, true); }
+
+Layout::Layout(const GPTConfig& cfg, const WrapPolicy& wrap, bool legacy_head) : cfg_(cfg), wrap_(wrap) {
   const int64_t C = cfg.channels, Vp = cfg.padded_vocab_size, maxT = cfg.max_seq_len;
+  const int L = cfg.num_layers;
   GPT_CHECK(Vp > 0, "layout: config not finalized");
   UnitSpec embed;
   embed.name = "embed";
-  add(embed, "wte", Vp, C, true);
-  add(embed, "wpe", maxT, C, true);
+  add(embed, "wte", Vp, C, true, -1);
+  add(embed, "wpe", maxT, C, true, -1);
+  if (!legacy_head) add_lnf(embed, C);
   units_.push_back(embed);
 
-  for (int l = 0; l < cfg.num_layers; l++) {
+  block_numel_ = 12 * C * C + 13 * C;  // qkv 3C^2+3C, attproj C^2+C, fc 4C^2+4C, fcproj 4C^2+C, two layernorms 4C
+  int l = 0;
+  for (int n : wrap.groups(L, block_numel_)) {
     UnitSpec b;
-    b.name = str("block", l);
-    block_.ln1w = add(b, "ln1w", 1, C, false);
-    block_.ln1b = add(b, "ln1b", 1, C, false);
-    block_.qkvw = add(b, "qkvw", 3 * C, C, true);
-    block_.qkvb = add(b, "qkvb", 1, 3 * C, false);
-    block_.attprojw = add(b, "attprojw", C, C, true);
-    block_.attprojb = add(b, "attprojb", 1, C, false);
-    block_.ln2w = add(b, "ln2w", 1, C, false);
-    block_.ln2b = add(b, "ln2b", 1, C, false);
-    block_.fcw = add(b, "fcw", 4 * C, C, true);
-    block_.fcb = add(b, "fcb", 1, 4 * C, false);
-    block_.fcprojw = add(b, "fcprojw", C, 4 * C, true);
-    block_.fcprojb = add(b, "fcprojb", 1, C, false);
+    b.first_layer = l;
+    b.last_layer = l + n - 1;
+    b.name = n == 1 ? str("block", l) : str("blocks", l, "-", l + n - 1);
+    for (; l <= b.last_layer; l++) {
+      layer_unit_.push_back((int)units_.size());
+      layer_offset_.push_back(b.numel);
+      block_ = add_block(b, l, C);
+    }
     units_.push_back(b);
   }
-
-  UnitSpec head;
-  head.name = "head";
-  add(head, "lnfw", 1, C, false);
-  add(head, "lnfb", 1, C, false);
-  units_.push_back(head);
-
-  for (int u = 0; u < num_units(); u++) order_[(int)Pass::forward].push_back(u);
-  order_[(int)Pass::backward].push_back(embed_unit());
-  for (int u = head_unit(); u > embed_unit(); u--) order_[(int)Pass::backward].push_back(u);
+  if (legacy_head) {
+    UnitSpec head;
+    head.name = "head";
+    add_lnf(head, C);
+    units_.push_back(head);
+  }
+  for (int u = 0; u < num_units(); u++) {
+    order_[(int)Pass::forward].push_back(u);
+    for (int t = 0; t < (int)units_[u].tensors.size(); t++)
+      index_[{units_[u].tensors[t].layer, units_[u].tensors[t].name}] = {u, t};
+  }
+  order_[(int)Pass::backward].push_back(root_unit());
+  for (int u = num_units() - 1; u > root_unit(); u--) order_[(int)Pass::backward].push_back(u);
 }
 
 int64_t Layout::total_numel() const {
   int64_t n = 0;
   for (const auto& u : units_) n += u.numel;
   return n;
+}
+
+TensorPlace Layout::locate(const std::string& name, int layer) const {
+  auto it = index_.find({layer, name});
+  GPT_CHECK(it != index_.end(), "layout: no tensor ", name, layer >= 0 ? str(" in block ", layer) : std::string());
+  return {it->second.first, &units_[it->second.first].tensors[it->second.second]};
+}
+
+std::vector<UnitSpan> Layout::map_range(int u, int64_t lo, int64_t hi, const Layout& src) const {
+  GPT_CHECK(src.cfg_ == cfg_, "layout: map_range between layouts of two models");
+  std::vector<UnitSpan> spans;
+  for (const TensorSpec& t : units_[u].tensors) {
+    const int64_t a = std::max(lo, t.offset), b = std::min(hi, t.offset + t.numel);
+    if (a >= b) continue;
+    const TensorPlace from = src.locate(t.name, t.layer);
+    spans.push_back({a, from.unit, from.spec->offset + (a - t.offset), b - a});
+  }
+  return spans;
+}
+
+void copy_unit(const Layout& to, int u, const Layout& from, const std::vector<const float*>& src, float* out) {
+  GPT_CHECK((int)src.size() == from.num_units(), "layout: copy_unit got ", src.size(), " units, the layout has ",
+            from.num_units());
+  for (const UnitSpan& s : to.map_range(u, 0, to.unit(u).numel, from))
+    std::copy(src[s.src_unit] + s.src, src[s.src_unit] + s.src + s.numel, out + s.dst);
 }
 
 }  // namespace gpt

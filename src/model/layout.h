@@ -1,16 +1,24 @@
 // The parameter layout: the model's parameters grouped into sharding units, each ONE flat fp32 buffer with
 // named views (the FlatParameter idea of FSDP). Units in forward order:
-//   unit 0          embed    wte (Vp,C), wpe (maxT,C)
-//   unit 1 .. L     block[i] ln1w ln1b qkvw qkvb attprojw attprojb ln2w ln2b fcw fcb fcprojw fcprojb
-//   unit L+1        head     lnfw lnfb
-// The LM head reuses wte (weight tying), so unit 0 is used first and last; see fsdp/ for the rule.
-// Model files (llm.c format) order tensors differently — io/model_file converts with these offsets.
+//   unit 0          embed    wte (Vp,C), wpe (maxT,C), lnfw (C), lnfb (C)   the root unit
+//   unit 1 ..       the blocks, grouped by the wrap policy (model/wrap.h): "block3" holds one block,
+//                   "blocks4-7" four; each block's tensors ln1w ln1b qkvw qkvb attprojw attprojb ln2w ln2b
+//                   fcw fcb fcprojw fcprojb lie together, blocks in layer order
+// The LM head reuses wte (weight tying), so unit 0 is used first and last; the final layernorm, which runs
+// right before the LM head, joins it: on its own it would be a unit of 2C parameters costing two
+// latency-bound collectives per micro-step. See fsdp/ for the root rule.
+// A legacy layout (checkpoint files of version 2 and earlier) has one block per unit and the final layernorm
+// in a last unit of its own, "head"; it exists to read those files (Layout::locate), never to train.
+// Model files (llm.c format) and checkpoints of another wrap are converted tensor by tensor (locate).
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "src/model/config.h"
+#include "src/model/wrap.h"
 
 namespace gpt {
 
@@ -23,24 +31,44 @@ struct TensorSpec {
   int64_t numel = 0;
   bool weight_decay = false;  // AdamW decays matrices only (2-D weights incl. embeddings), as GPT-2 recipes do
   int64_t rows = 1, cols = 1;  // shape for init and display; numel = rows * cols
+  int layer = -1;         // the block it belongs to, -1 for wte, wpe, lnfw, lnfb
 };
 
 struct UnitSpec {
-  std::string name;  // "embed", "block3", "head"
+  std::string name;  // "embed", "block3", "blocks4-7", "head" (legacy)
   int64_t numel = 0;
   std::vector<TensorSpec> tensors;
-  const TensorSpec& tensor(const std::string& name) const;  // throws when absent
+  int first_layer = -1, last_layer = -1;  // the blocks it holds, -1 for the root (and the legacy head)
+  const TensorSpec& tensor(const std::string& name) const;  // the first of that name; throws when absent
 };
 
-// Offsets of a block's tensors (same for every block), so model code reads views without string lookups.
+// Offsets of a block's tensors relative to the block's first element (the same for every block), so model
+// code reads views without string lookups.
 struct BlockOffsets {
   int64_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
 };
 
+// Where a tensor lies: its unit and its spec there.
+struct TensorPlace {
+  int unit = -1;
+  const TensorSpec* spec = nullptr;
+};
+
+// One run of elements of a unit of one layout found in a unit of another (Layout::map_range).
+struct UnitSpan {
+  int64_t dst = 0;   // element offset in the destination unit
+  int src_unit = 0;  // unit of the source layout
+  int64_t src = 0;   // element offset there
+  int64_t numel = 0;
+};
+
 class Layout {
  public:
-  explicit Layout(const GPTConfig& cfg);
+  explicit Layout(const GPTConfig& cfg, const WrapPolicy& wrap = {});
+  // The layout of checkpoint files of version 2 and earlier (see above).
+  static Layout legacy(const GPTConfig& cfg);
   const GPTConfig& config() const { return cfg_; }
+  const WrapPolicy& wrap() const { return wrap_; }
   int num_units() const { return (int)units_.size(); }
   const UnitSpec& unit(int u) const { return units_[u]; }
   int embed_unit() const { return 0; }
@@ -50,22 +78,44 @@ class Layout {
   // its gradient last (FSDP's root-unit rule); it learns which unit that is here, never by a unit number.
   int root_unit() const { return embed_unit(); }
   bool is_root(int u) const { return u == root_unit(); }
-  int block_unit(int layer) const { return 1 + layer; }
-  int head_unit() const { return cfg_.num_layers + 1; }
+  // The unit holding block l, and block l's first element inside it.
+  int layer_unit(int l) const { return layer_unit_[l]; }
+  int64_t layer_offset(int l) const { return layer_offset_[l]; }
+  // Block l is the first (forward acquires its unit there) or the last (backward acquires it there) of its unit.
+  bool opens_unit(int l) const { return units_[layer_unit_[l]].first_layer == l; }
+  bool closes_unit(int l) const { return units_[layer_unit_[l]].last_layer == l; }
   const BlockOffsets& block() const { return block_; }
+  int64_t block_numel() const { return block_numel_; }
+  // Offsets in the root unit.
   int64_t wte_offset() const { return 0; }
   int64_t wpe_offset() const { return (int64_t)cfg_.padded_vocab_size * cfg_.channels; }
+  int64_t lnf_offset() const { return wpe_offset() + (int64_t)cfg_.max_seq_len * cfg_.channels; }  // lnfw, then lnfb
   int64_t total_numel() const;      // Ψ: all parameters
   // The units in the order a pass of the model acquires them (and the engine prefetches them):
-  //   forward:  embed, block0 .. block{L-1}, head         (the LM head then uses embed's tied wte)
-  //   backward: embed (the LM head), head, block{L-1} .. block0   (then the encoder, with embed again)
+  //   forward:  embed, the block units in layer order    (the final layernorm and the LM head then use embed)
+  //   backward: embed (the LM head), the block units in reverse   (then the encoder, with embed again)
   const std::vector<int>& pass_order(Pass pass) const { return order_[(int)pass]; }
+  // Tensor `name` of block `layer` (-1: wte, wpe, lnfw, lnfb). Throws when absent.
+  TensorPlace locate(const std::string& name, int layer) const;
+  // Elements [lo, hi) of unit u of this layout as runs of units of `src`, tensor by tensor (a unit's padding
+  // past its last tensor has no source and is left out). Both layouts must be of the same model.
+  std::vector<UnitSpan> map_range(int u, int64_t lo, int64_t hi, const Layout& src) const;
 
  private:
+  Layout(const GPTConfig& cfg, const WrapPolicy& wrap, bool legacy_head);
   GPTConfig cfg_;
+  WrapPolicy wrap_;
   std::vector<UnitSpec> units_;
   BlockOffsets block_{};
-  std::vector<int> order_[2];  // [pass]: unit indices
+  int64_t block_numel_ = 0;
+  std::vector<int> layer_unit_;          // [layer]
+  std::vector<int64_t> layer_offset_;    // [layer]
+  std::vector<int> order_[2];            // [pass]: unit indices
+  std::map<std::pair<int, std::string>, std::pair<int, int>> index_;  // (layer, name) -> (unit, tensor)
 };
+
+// Unit u of `to` from the whole units of `from` (src[u] = unit u's numel floats), a layout of the same model
+// under another wrap, tensor by tensor; out (unit u's numel floats) must start zeroed.
+void copy_unit(const Layout& to, int u, const Layout& from, const std::vector<const float*>& src, float* out);
 
 }  // namespace gpt

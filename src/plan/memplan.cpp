@@ -42,8 +42,8 @@ int64_t narrow(wide v) {
   return (int64_t)v;
 }
 
-std::vector<int64_t> unit_sizes(const GPTConfig& cfg) {
-  const Layout layout(cfg);
+std::vector<int64_t> unit_sizes(const GPTConfig& cfg, const WrapPolicy& wrap) {
+  const Layout layout(cfg, wrap);
   std::vector<int64_t> n;
   for (int u = 0; u < layout.num_units(); u++) n.push_back(layout.unit(u).numel);
   return n;
@@ -86,7 +86,7 @@ void validate_plan_input(const MemPlanInput& in) {
 
 MemPlan memory_from_geometry(const MemPlanInput& in) {
   validate_plan_input(in);
-  const EngineGeometry geo(unit_sizes(in.cfg), in.world, 0, in.fsdp, in.compute);
+  const EngineGeometry geo(unit_sizes(in.cfg, in.wrap), in.world, 0, in.fsdp, in.compute);
   Acc a;
   for (const BufferSpec& b : geo.buffers()) a.add(b.domain, b.cat, b.bytes);
   const int64_t cs = (int64_t)dtype_size(in.compute);
@@ -94,9 +94,10 @@ MemPlan memory_from_geometry(const MemPlanInput& in) {
     a.add(MemDomain::device, MemCat::activation, kv_cache_bytes(in.cfg, in.T, cs));
     if (in.compute == DType::BF16) a.add(MemDomain::device, MemCat::workspace, (wide)cuda::kCublasWorkspaceBytes);
   } else {
-    const ActivationPlan acts = plan_activations(in.cfg, in.recompute, in.B, in.T, cs, attention_state_bytes(in));
+    const ActivationPlan acts =
+        plan_activations(in.cfg, in.recompute, in.B, in.T, cs, attention_state_bytes(in), in.offload_activations);
     a.add(MemDomain::device, MemCat::activation, acts.total_bytes());
-    a.add(MemDomain::host, MemCat::activation, acts.host_bytes());  // the pinned token-id staging
+    a.add(MemDomain::host, MemCat::activation, acts.host_bytes());  // token-id staging, offloaded activations
     if (in.compute == DType::BF16) a.add(MemDomain::device, MemCat::workspace, cuda_workspace_bytes(in));
   }
   MemPlan p;

@@ -30,6 +30,7 @@
 #include "src/fsdp/options.h"
 #include "src/model/config.h"
 #include "src/model/recompute.h"
+#include "src/model/wrap.h"
 
 namespace gpt {
 
@@ -38,6 +39,8 @@ struct MemPlanInput {
   int world = 1;              // N: ranks of the run
   FsdpOptions fsdp;           // --shard, --shard-group, --gather-slots, --no-sync, --offload
   RecomputePolicy recompute;  // --recompute: which activations each block keeps
+  WrapPolicy wrap;            // --wrap: which blocks form one sharding unit
+  bool offload_activations = false;  // --offload ...,activations: the kept activations in host memory
   int B = 4, T = 64;          // per-rank micro-batch (sequences) and sequence length
   DType compute = DType::F32; // compute dtype: F32 = the cpu backend, BF16 = the cuda backend
   // --attention, resolved (resolve_attention_path): fused and cudnn (cuda) keep a (B,NH,T) log-sum-exp instead

@@ -77,7 +77,7 @@ SimResult simulate_step(const SimRun& r) {
   std::unique_ptr<Communicator> world = make_sim_world(N, R, tl, pricing.net.get(), pricing.overlap, cuda);
 
   // As the trainer makes them (Trainer::make_model_and_engine).
-  GPT model(be, r.run.cfg, r.run.recompute);
+  GPT model(be, r.run.cfg, r.run.recompute, r.run.wrap, r.run.offload_activations);
   FsdpEngine engine(be, *world, model.layout(), r.run.fsdp);
   model.reserve_workspace(r.run.B, r.run.T);
   ObservedParams params(engine, be, *world);

@@ -1,9 +1,14 @@
 // Sharded checkpoint files (see checkpoint.h). A rank file is:
 //   "GPTCKPT1" then int64 words: version, world, rank, group, strategy, L, NH, C, maxT, V, Vp, num_units,
 //   step, rng[4], data.shard, data.offset, bad_steps, rng has_spare, rng spare (bits), and from version 2 on
-//   updates (the AdamW updates applied: step less the skipped ones); then per unit: numel, padded, shard_numel,
-//   shard_offset; then per unit its param, m and v shards as fp32 (shard_numel each). A version-1 file has no
-//   updates word and reads as updates = step.
+//   updates (the AdamW updates applied: step less the skipped ones), from version 3 on the wrap (kind as
+//   WrapPolicy::Kind, then its n); then per unit: numel, padded, shard_numel, shard_offset; then per unit its
+//   param, m and v shards as fp32 (shard_numel each). A version-1 file has no updates word and reads as
+//   updates = step. Files of versions 1 and 2 have the legacy layout (Layout::legacy: one block per unit and
+//   the final layernorm in a unit of its own).
+// Loading reshards across world sizes and across wraps alike: each tensor of the run's layout is read from
+// where the file's layout put it (Layout::map_range), so a run saved with --wrap blocks:4 resumes under
+// --wrap block, and a version-2 file resumes under any wrap.
 // manifest.txt: "gpt-checkpoint 1", "step S", "world N", then "file NAME BYTES CRC32" per rank.
 #include "src/train/checkpoint.h"
 
@@ -25,8 +30,9 @@ namespace gpt {
 namespace {
 
 constexpr char kMagic[8] = {'G', 'P', 'T', 'C', 'K', 'P', 'T', '1'};
-constexpr int kVersion = 2;
-constexpr int kFixedWords = 23;  // version 2's; version 1 has the first 22
+constexpr int kVersion = 3;
+constexpr int kFixedWords = 25;  // version 3's; version 2 has the first 23, version 1 the first 22
+int fixed_words(int64_t version) { return version == 1 ? 22 : version == 2 ? 23 : kFixedWords; }
 // The shards a checkpoint keeps per unit, in file order (the gradient is not kept: a step starts from zero).
 constexpr ShardState kSaved[] = {ShardState::param, ShardState::adam_m, ShardState::adam_v};
 constexpr int kSavedStates = 3;
@@ -38,6 +44,9 @@ struct RankFile {
   std::string path;
   int64_t world = 0, rank = 0, group = 0, strategy = 0, step = 0, bad_steps = 0, updates = 0;
   GPTConfig config;
+  WrapPolicy wrap;      // version 3 on
+  bool legacy = false;  // versions 1 and 2: Layout::legacy
+  Layout layout() const { return legacy ? Layout::legacy(config) : Layout(config, wrap); }
   Rng rng;
   DataPosition data;
   std::vector<UnitMeta> units;
@@ -70,10 +79,10 @@ RankFile read_rank_header(const std::string& path) {
   GPT_CHECK(f && std::memcmp(magic, kMagic, 8) == 0, "checkpoint file ", path, ": bad magic (not a gpt checkpoint)");
   int64_t w[kFixedWords];
   f.read(reinterpret_cast<char*>(w), 8);
-  GPT_CHECK(f && (w[0] == 1 || w[0] == kVersion), "checkpoint file ", path,
-            f ? ": unsupported version " + std::to_string(w[0]) + " (expected 1 or 2)" : ": truncated header");
-  const int fixed_words = w[0] == 1 ? kFixedWords - 1 : kFixedWords;
-  f.read(reinterpret_cast<char*>(w + 1), 8 * (fixed_words - 1));
+  GPT_CHECK(f && w[0] >= 1 && w[0] <= kVersion, "checkpoint file ", path,
+            f ? ": unsupported version " + std::to_string(w[0]) + " (expected 1 to 3)" : ": truncated header");
+  const int words = fixed_words(w[0]);
+  f.read(reinterpret_cast<char*>(w + 1), 8 * (words - 1));
   GPT_CHECK(f, "checkpoint file ", path, ": truncated header");
   RankFile h;
   h.path = path;
@@ -92,23 +101,30 @@ RankFile read_rank_header(const std::string& path) {
   }
   GPT_CHECK(w[10] == h.config.padded_vocab_size, "checkpoint file ", path, ": padded vocab ", w[10], " != ",
             h.config.padded_vocab_size);
+  h.legacy = w[0] < 3;
+  if (!h.legacy) {
+    GPT_CHECK(w[23] >= 0 && w[23] <= (int64_t)WrapPolicy::Kind::min_params && w[24] >= 1, "checkpoint file ", path,
+              ": bad wrap ", w[23], ":", w[24]);
+    h.wrap.kind = (WrapPolicy::Kind)w[23];
+    h.wrap.n = w[24];
+  }
+  const Layout layout = h.layout();
   const int64_t nu = w[11];
-  GPT_CHECK(nu == h.config.num_layers + 2, "checkpoint file ", path, ": ", nu, " units for ",
-            h.config.num_layers, " layers");
+  GPT_CHECK(nu == layout.num_units(), "checkpoint file ", path, ": ", nu, " units, but ", h.config.num_layers,
+            " layers under --wrap ", h.wrap.str(), " make ", layout.num_units());
   h.step = w[12];
   for (int i = 0; i < 4; i++) std::memcpy(&h.rng.s[i], &w[13 + i], 8);
   h.rng.has_spare = (uint64_t)w[20];
   std::memcpy(&h.rng.spare, &w[21], 8);
   h.data.shard = w[17], h.data.offset = w[18], h.bad_steps = w[19];
-  h.updates = fixed_words == kFixedWords ? w[22] : h.step;
+  h.updates = words > 22 ? w[22] : h.step;
   GPT_CHECK(h.step >= 0 && h.data.shard >= 0 && h.data.offset >= 0, "checkpoint file ", path, ": negative progress fields");
   GPT_CHECK(h.updates >= 0 && h.updates <= h.step, "checkpoint file ", path, ": ", h.updates,
             " optimizer updates applied in ", h.step, " steps (expected 0 to ", h.step, ")");
   std::vector<int64_t> um((size_t)nu * 4);
   f.read(reinterpret_cast<char*>(um.data()), (std::streamsize)(um.size() * 8));
   GPT_CHECK(f, "checkpoint file ", path, ": truncated unit table");
-  Layout layout(h.config);
-  int64_t expect = 8 + 8 * fixed_words + 8 * (int64_t)um.size();
+  int64_t expect = 8 + 8 * words + 8 * (int64_t)um.size();
   h.data_start = expect;
   for (int u = 0; u < nu; u++) {
     UnitMeta m{um[4 * u], um[4 * u + 1], um[4 * u + 2], um[4 * u + 3]};
@@ -188,8 +204,9 @@ std::vector<RankFile> read_all_headers(const std::string& dir, const Manifest& m
     GPT_CHECK(files.back().world == man.world && files.back().rank == r && files.back().step == man.step,
               "checkpoint file ", files.back().path, ": header disagrees with the manifest");
     // read_range indexes every file's unit table by the first file's units: all must share one geometry.
-    GPT_CHECK(files.back().config == files[0].config && files.back().group == files[0].group,
-              "checkpoint file ", files.back().path, ": model config or shard group differs from ", files[0].path);
+    GPT_CHECK(files.back().config == files[0].config && files.back().group == files[0].group &&
+                  files.back().wrap == files[0].wrap && files.back().legacy == files[0].legacy,
+              "checkpoint file ", files.back().path, ": model config, shard group or wrap differs from ", files[0].path);
   }
   return files;
 }
@@ -220,7 +237,8 @@ std::string save_checkpoint(const std::string& run_dir, FsdpEngine& engine, cons
     int64_t words[kFixedWords] = {kVersion, world.world(), world.rank(), engine.shard_group_size(), (int64_t)engine.options().strategy,
                                   c.num_layers, c.num_heads, c.channels, c.max_seq_len, c.vocab_size,
                                   c.padded_vocab_size, engine.num_units(), p.step, 0, 0, 0, 0,
-                                  p.data.shard, p.data.offset, p.bad_steps, 0, 0, p.updates};
+                                  p.data.shard, p.data.offset, p.bad_steps, 0, 0, p.updates,
+                                  (int64_t)engine.layout().wrap().kind, engine.layout().wrap().n};
     for (int i = 0; i < 4; i++) std::memcpy(&words[13 + i], &p.rng.s[i], 8);
     words[20] = (int64_t)p.rng.has_spare;
     std::memcpy(&words[21], &p.rng.spare, 8);
@@ -292,12 +310,16 @@ TrainProgress load_checkpoint(const std::string& dir, FsdpEngine& engine, bool v
   if (verify) verify_checkpoint(dir, world, engine.layout().config());
   std::vector<RankFile> files;
   collective_check(world, "resume", [&] { files = read_all_headers(dir, read_manifest(dir)); });
-  std::vector<float> buf;
+  const Layout saved = files[0].layout();
+  std::vector<float> buf;  // (shard) fp32: one state of this rank's shard of a unit
   for (int u = 0; u < engine.num_units(); u++) {
     const UnitGeometry& s = engine.shard(u);
-    buf.resize((size_t)s.shard_numel);
+    const int64_t lo = s.shard_offset, hi = s.shard_offset + s.shard_numel;
+    const std::vector<UnitSpan> spans = engine.layout().map_range(u, lo, hi, saved);
     for (int which = 0; which < kSavedStates; which++) {
-      read_range(files, u, which, s.shard_offset, s.shard_offset + s.shard_numel, buf.data());
+      buf.assign((size_t)s.shard_numel, 0.0f);  // the unit's padding stays 0
+      for (const UnitSpan& sp : spans)
+        read_range(files, sp.src_unit, which, sp.src, sp.src + sp.numel, buf.data() + (sp.dst - lo));
       engine.shard_from_host(u, kSaved[which], buf);
     }
   }
@@ -307,6 +329,7 @@ TrainProgress load_checkpoint(const std::string& dir, FsdpEngine& engine, bool v
   p.data = files[0].data;
   p.bad_steps = (int)files[0].bad_steps;
   p.updates = files[0].updates;
+  p.saved_wrap = files[0].legacy ? "block (a version-2 file)" : files[0].wrap.str();
   return p;
 }
 
@@ -318,10 +341,11 @@ ConsolidatedModel consolidate_checkpoint(const std::string& dir) {
   std::vector<RankFile> files = read_all_headers(dir, man);
   ConsolidatedModel out;
   out.config = files[0].config;
-  Layout layout(out.config);
+  const Layout layout(out.config), saved = files[0].layout();
   for (int u = 0; u < layout.num_units(); u++) {
-    out.units.emplace_back((size_t)layout.unit(u).numel);
-    read_range(files, u, 0, 0, layout.unit(u).numel, out.units.back().data());
+    out.units.emplace_back((size_t)layout.unit(u).numel, 0.0f);
+    for (const UnitSpan& sp : layout.map_range(u, 0, layout.unit(u).numel, saved))
+      read_range(files, sp.src_unit, 0, sp.src, sp.src + sp.numel, out.units.back().data() + sp.dst);
   }
   return out;
 }

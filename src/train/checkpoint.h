@@ -5,7 +5,8 @@
 // and CRC-32) exists; resume picks the newest complete one and verifies the checksums.
 //
 // Loading reshards: a rank reads, from whichever saved files cover them, exactly the elements of its new
-// shard, so a run saved at 4 ranks continues at 2 or 3 (or 1). `gpt export` uses the same reader to
+// shard, tensor by tensor, so a run saved at 4 ranks continues at 2 or 3 (or 1), and one saved under one
+// --wrap continues under another (the files record the wrap). `gpt export` uses the same reader to
 // consolidate full units into an llm.c model file.
 #pragma once
 #include <cstdint>
@@ -25,6 +26,7 @@ struct TrainProgress {
   DataPosition data;       // training data position
   int bad_steps = 0;       // consecutive non-finite steps (NaN guard)
   int64_t updates = 0;     // AdamW updates applied: step less the skipped steps; AdamW's bias-correction count
+  std::string saved_wrap;  // load_checkpoint: the wrap the checkpoint was saved with (--wrap's spelling)
 };
 
 // Writes <run_dir>/ckpt_<step>/ (collective: every rank calls it). Keeps the newest `keep` complete ones.
@@ -41,7 +43,8 @@ TrainProgress load_checkpoint(const std::string& ckpt_dir, FsdpEngine& engine, b
 // Throws gpt::Error naming the file on any mismatch (on every rank).
 void verify_checkpoint(const std::string& ckpt_dir, Communicator& world, const GPTConfig& run);
 
-// Offline: the full fp32 parameters of every unit of a checkpoint (for export), and its model config.
+// Offline: the full fp32 parameters of every unit of a checkpoint in the default layout (Layout(config), for
+// export), and its model config.
 struct ConsolidatedModel {
   GPTConfig config;
   std::vector<std::vector<float>> units;

@@ -11,7 +11,7 @@ uint64_t config_hash(const TrainOptions& o) {
                       o.B, ",", o.T, ",", o.total_batch, ",", o.steps, ",", o.lr, ",", o.warmup, ",", o.min_lr_frac,
                       ",", o.optim.weight_decay, ",", o.optim.grad_clip, ",", o.seed, ",", init_rule_name(o.init), "|",
                       FsdpOptions::name(o.fsdp.strategy), ",", o.fsdp.shard_group, ",", o.fsdp.gather_slots, ",",
-                      o.fsdp.no_sync, ",", FsdpOptions::name(o.fsdp.offload), ",", o.recompute.str(), ",",
+                      o.fsdp.no_sync, ",", FsdpOptions::name(o.fsdp.offload), ",", o.offload_activations, ",", o.recompute.str(), ",", o.wrap.str(), ",",
                       FsdpOptions::reduce_dtype_name(o.fsdp.reduce_dtype), ",", o.attention, "|",
                       o.train_pattern, "|", o.val_pattern, "|", o.init_from, "|", o.resume);
   uint64_t h = 1469598103934665603ULL;

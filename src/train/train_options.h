@@ -8,6 +8,7 @@
 #include "src/model/config.h"
 #include "src/model/init_rule.h"
 #include "src/model/recompute.h"
+#include "src/model/wrap.h"
 #include "src/train/optimizer.h"
 
 namespace gpt {
@@ -31,6 +32,8 @@ struct TrainOptions {
   std::string attention = "auto";  // --attention auto|simple|fused|cudnn (kernels/attention_rules.h)
   FsdpOptions fsdp;                // --shard, --shard-group, --gather-slots, --no-sync, --offload
   RecomputePolicy recompute;       // --recompute
+  WrapPolicy wrap;                 // --wrap: which blocks form one sharding unit (model/wrap.h)
+  bool offload_activations = false;  // --offload ...,activations: kept activations in host memory
   int val_every = 0;               // --val-every: evaluate every N steps (0: only at the end)
   int val_batches = 8;             // --val-batches: batches per evaluation
   int sample_every = 0;            // --sample-every: print a sample every N steps (0: only at the end)

@@ -52,6 +52,8 @@ MemPlanInput Trainer::plan_input() {
   in.world = world_.world();
   in.fsdp = opt_.fsdp;
   in.recompute = opt_.recompute;
+  in.wrap = opt_.wrap;
+  in.offload_activations = opt_.offload_activations;
   in.B = opt_.B;
   in.T = opt_.T;
   in.compute = backend().compute_dtype();
@@ -63,7 +65,7 @@ MemPlanInput Trainer::plan_input() {
 }
 
 void Trainer::make_model_and_engine() {
-  model_ = std::make_unique<GPT>(backend(), opt_.model, opt_.recompute);
+  model_ = std::make_unique<GPT>(backend(), opt_.model, opt_.recompute, opt_.wrap, opt_.offload_activations);
   engine_ = std::make_unique<FsdpEngine>(backend(), *rt_.engine_comm, model_->layout(), opt_.fsdp);
   model_->reserve_workspace(opt_.B, opt_.T);  // op scratch, before step 1 (the start-up report shows it)
 }
@@ -145,7 +147,10 @@ void Trainer::init_params() {
   if (!resume_from_.empty()) {
     progress_ = load_checkpoint(resume_from_, *engine_, /*verify=*/false);
     if (train_loader_) train_loader_->set_position(progress_.data);
-    log_rank0(world_, "resumed from ", resume_from_, " at step ", progress_.step);
+    log_rank0(world_, "resumed from ", resume_from_, " at step ", progress_.step,
+              progress_.saved_wrap != opt_.wrap.str()
+                  ? str(" (saved under --wrap ", progress_.saved_wrap, ", resharded to --wrap ", opt_.wrap.str(), ")")
+                  : std::string());
     return;
   }
   ModelWeights w;
@@ -156,15 +161,18 @@ void Trainer::init_params() {
                 " but the run is ", layout.config().describe());
     });
   }
-  std::vector<float> full;
+  const Layout file_layout(layout.config());  // a model file's units are the default layout's
+  std::vector<const float*> file_units;
+  for (const std::vector<float>& u : w.units) file_units.push_back(u.data());
+  std::vector<float> full;  // (numel of unit u) fp32
   for (int u = 0; u < layout.num_units(); u++) {
+    full.assign((size_t)layout.unit(u).numel, 0.0f);
     if (!w.units.empty()) {
-      engine_->set_unit_from_host(u, w.units[u].data());
+      copy_unit(layout, u, file_layout, file_units, full.data());
     } else {
-      full.assign((size_t)layout.unit(u).numel, 0.0f);
       GPT::init_unit(layout, u, opt_.seed, full.data(), opt_.init);
-      engine_->set_unit_from_host(u, full.data());
     }
+    engine_->set_unit_from_host(u, full.data());
   }
 }
 

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "src/core/check.h"
+#include "src/fsdp/offload_set.h"
 #include "src/sim/sim_step.h"
 #include "src/train/generate.h"
 #include "src/train/trainer.h"
@@ -29,7 +30,7 @@ void Trainer::print_startup_report() {
   const int N = world_.world();
   log_rank0(world_, "model ", opt_.config_name, ": ", c.describe(), " | recompute ", opt_.recompute.str());
   log_rank0(world_, "backend ", backend().name(), " | ranks ", N, " | shard ", FsdpOptions::name(opt_.fsdp.strategy),
-            " (group ", engine_->shard_group_size(), ") | offload ", FsdpOptions::name(opt_.fsdp.offload),
+            " (group ", engine_->shard_group_size(), ") | offload ", OffloadSet{opt_.fsdp.offload, opt_.offload_activations}.str(),
             " | gather slots ", opt_.fsdp.gather_slots, opt_.fsdp.no_sync ? " | no-sync" : "", " | reduce ",
             FsdpOptions::reduce_dtype_name(opt_.fsdp.reduce_dtype), " | attention ",
             attention_path_name(backend().attention_path()));

@@ -25,8 +25,15 @@ TEST(TimeModelCli, MemplanTimeJsonOnTheH200File) {
   EXPECT_GT(t.at("mfu").num, 0);
   EXPECT_LT(t.at("mfu").num, 1);
   EXPECT_GT(t.at("bytes").at("all_gather").num, 0);
-  EXPECT_EQ(t.at("units").arr.size(), 14u);  // embed, 12 blocks, head
+  EXPECT_EQ(t.at("units").arr.size(), 13u);  // the root (embeddings and final layernorm), 12 blocks
   EXPECT_GT(j.at("device_peak_bytes").num, 0);  // the memory plan is still there
+  // --wrap blocks:4: the root and 3 units of 4 blocks
+  CliResult w = run_gpt("memplan --config d12 -B 16 -T 1024 --device cuda --attention fused --world 8 --time --hardware " +
+                        hw("h200.json") + " --json --wrap blocks:4");
+  ASSERT_EQ(w.code, 0) << w.out;
+  const JValue jw = JsonParser(w.out).parse();
+  EXPECT_EQ(jw.at("time").at("units").arr.size(), 4u);
+  EXPECT_EQ(jw.at("wrap").str, "blocks:4");
 }
 
 TEST(TimeModelCli, MemplanTimeTableAndSweep) {

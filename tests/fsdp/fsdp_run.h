@@ -18,6 +18,8 @@ struct RunSpec {
   GPTConfig cfg;
   FsdpOptions fsdp;
   RecomputePolicy recompute;
+  WrapPolicy wrap;
+  bool offload_activations = false;
   int global_seqs = 24;  // sequences per optimizer step (all ranks, all micro-steps)
   int accum = 1;         // micro-steps per optimizer step
   int T = 8;
@@ -49,7 +51,7 @@ struct ShardedRun {
 
   ShardedRun(const RunSpec& s, Communicator& c) : spec(s), comm(c) {
     be = make_backend("cpu");
-    model = std::make_unique<GPT>(*be, s.cfg, s.recompute);
+    model = std::make_unique<GPT>(*be, s.cfg, s.recompute, s.wrap, s.offload_activations);
     engine = std::make_unique<FsdpEngine>(*be, c, model->layout(), s.fsdp);
     const Layout& l = model->layout();
     for (int u = 0; u < l.num_units(); u++) {
@@ -95,9 +97,19 @@ struct ShardedRun {
     return (float)loss;
   }
 
+  // Every unit's full parameters, in the default layout's units (Layout(cfg)) whatever the run's wrap, so runs
+  // under two wraps compare element for element.
   std::vector<std::vector<float>> params() {
+    std::vector<std::vector<float>> mine;
+    std::vector<const float*> ptrs;
+    for (int u = 0; u < engine->num_units(); u++) mine.push_back(engine->gather_unit_to_host(u));
+    for (const std::vector<float>& u : mine) ptrs.push_back(u.data());
+    const Layout def(spec.cfg);
     std::vector<std::vector<float>> out;
-    for (int u = 0; u < engine->num_units(); u++) out.push_back(engine->gather_unit_to_host(u));
+    for (int u = 0; u < def.num_units(); u++) {
+      out.emplace_back((size_t)def.unit(u).numel, 0.0f);
+      copy_unit(def, u, model->layout(), ptrs, out.back().data());
+    }
     return out;
   }
 };

@@ -26,9 +26,13 @@ RunSpec spec(ShardStrategy st, OffloadMode off = OffloadMode::none, int gather_s
 bool has(const std::string& msg, const std::string& part) { return msg.find(part) != std::string::npos; }
 
 TEST(EngineOrder, PassOrderComesFromTheLayout) {
+  // the root (embeddings and the final layernorm), then the blocks; backward the root, then the blocks reversed
   const Layout l(tiny_config(3, 2, 32, 8, 61));
-  EXPECT_EQ(l.pass_order(Pass::forward), (std::vector<int>{0, 1, 2, 3, 4}));
-  EXPECT_EQ(l.pass_order(Pass::backward), (std::vector<int>{0, 4, 3, 2, 1}));
+  EXPECT_EQ(l.pass_order(Pass::forward), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(l.pass_order(Pass::backward), (std::vector<int>{0, 3, 2, 1}));
+  const Layout two(tiny_config(3, 2, 32, 8, 61), WrapPolicy::parse("blocks:2"));
+  EXPECT_EQ(two.pass_order(Pass::forward), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(two.pass_order(Pass::backward), (std::vector<int>{0, 2, 1}));
 }
 
 TEST(EngineOrder, CallsOutOfOrderThrowNamingTheUnit) {

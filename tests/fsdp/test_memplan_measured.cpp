@@ -2,7 +2,7 @@
 // and d6-shaped models (their L, NH and C, with a byte vocabulary and seq-len 64 so a step is quick) at
 // this process's world size, under every strategy (hybrid with groups of 2 when the world size is even),
 // every recompute mode and every offload mode (every combination for each shape), plus --gather-slots 3
-// and --no-sync with two micro-steps: build the run, reset the ledger's peaks, take one training step, and require the measured peaks — device total,
+// and --no-sync with two micro-steps, every wrap and activation offload: build the run, reset the ledger's peaks, take one training step, and require the measured peaks — device total,
 // host total, and every category in both domains — to EQUAL the plan, byte for byte (the planner mirrors
 // the allocations, so no tolerance is needed). The plan's geometry (Psi, owned parameters, slot sizes) is
 // checked against the Layout and the engine as well.
@@ -60,6 +60,8 @@ MemPlanInput plan_input(const RunSpec& s, int B, int N) {
   in.world = N;
   in.fsdp = s.fsdp;
   in.recompute = s.recompute;
+  in.wrap = s.wrap;
+  in.offload_activations = s.offload_activations;
   in.B = B;
   in.T = s.T;
   in.compute = DType::F32;
@@ -155,6 +157,40 @@ TEST(MemPlanMeasured, FreshRunsGatherSlotsAndNoSync) {
       ShardedRun run(spec, w);
       expect_step_matches_plan(run, plan_input(spec, sh.B, N), label(sh, o, spec.recompute, N));
     }
+  }
+}
+
+// Each wrap (units of several blocks: larger gather and gradient slots), and activation offload under every
+// recompute mode, alone and with the parameters offloaded (the ring on the device, every layer's kept
+// buffers on the host): fresh runs, all of them under full and a rotating few under the other strategies.
+TEST(MemPlanMeasured, WrapsAndActivationOffload) {
+  Communicator& w = world();
+  const int N = w.world();
+  const Shape& sh = kShapes[1];
+  const GPTConfig cfg = shaped(sh);
+  int cell = 0;
+  for (ShardStrategy st : strategies(N)) {
+    // every form under full; the others rotate over the forms and the recompute modes (steps cost time)
+    const bool all = st == ShardStrategy::full;
+    const char* wraps[] = {"blocks:2", "blocks:3", "min-params:1"};
+    for (int i = 0; i < 3; i++) {
+      if (!all && i != cell % 3) continue;
+      RunSpec spec = spec_for(cfg, options(st, OffloadMode::none), {}, sh.B, sh.T, N, 1);
+      spec.wrap = WrapPolicy::parse(wraps[i]);
+      ShardedRun run(spec, w);
+      expect_step_matches_plan(run, plan_input(spec, sh.B, N), label(sh, spec.fsdp, spec.recompute, N) + " wrap " +
+                                                                   wraps[i]);
+    }
+    for (int m = 0; m < 4; m++) {
+      if (!all && m != cell % 4) continue;
+      for (OffloadMode off : {OffloadMode::none, OffloadMode::params}) {
+        RunSpec spec = spec_for(cfg, options(st, off), RecomputePolicy::parse(kRecompute[m]), sh.B, sh.T, N, 1);
+        spec.offload_activations = true;
+        ShardedRun run(spec, w);
+        expect_step_matches_plan(run, plan_input(spec, sh.B, N), label(sh, spec.fsdp, spec.recompute, N) + ",activations");
+      }
+    }
+    cell++;
   }
 }
 

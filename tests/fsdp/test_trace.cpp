@@ -1,4 +1,4 @@
-// The --trace timeline of a real sharded run (d2-shaped model, --shard full): well-formed JSON that
+// The --trace timeline of a real sharded run (a 3-layer d2-shaped model, --shard full): well-formed JSON that
 // Perfetto and chrome://tracing load (an object with "traceEvents"), one process per rank, timestamps
 // monotone per track, balanced B/E events, and the prefetch visible: the gather of block i+1 starts before
 // the forward compute of block i finishes.
@@ -23,7 +23,7 @@ namespace {
 TEST(Trace, FullShardStepTimelineIsValidAndShowsPrefetch) {
   Communicator& w = world();
   const std::string dir = random_shard_dir("trace", 97);
-  TrainOptions o = traced_run_options(dir, tiny_config(2, 2, 128, 32, 97));
+  TrainOptions o = traced_run_options(dir, tiny_config(3, 2, 128, 32, 97));
   {
     Trainer t(o, w);
     t.run();
@@ -69,7 +69,7 @@ TEST(Trace, FullShardStepTimelineIsValidAndShowsPrefetch) {
   }
   // prefetch: in each step's forward, gather(block i+1) starts before compute(block i) ends
   for (int i = 0; i < 2; i++) {
-    const std::string next = i == 0 ? "gather block1" : "gather head";
+    const std::string next = "gather block" + std::to_string(i + 1);
     const auto& fwd = spans["forward block" + std::to_string(i)];
     const auto& g = spans[next];
     ASSERT_FALSE(fwd.empty());

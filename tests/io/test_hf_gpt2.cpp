@@ -61,7 +61,7 @@ float ours_at(const ModelWeights& w, const std::string& name, const std::vector<
     return w.units[0][t.offset + idx[0] * t.cols + idx[1]];
   }
   if (name == "ln_f.weight" || name == "ln_f.bias")
-    return w.units[layout.head_unit()][layout.unit(layout.head_unit()).tensor(name == "ln_f.weight" ? "lnfw" : "lnfb").offset + idx[0]];
+    return w.units[0][layout.unit(0).tensor(name == "ln_f.weight" ? "lnfw" : "lnfb").offset + idx[0]];
   const int l = name[2] - '0';
   const std::string rest = name.substr(4);
   static const std::map<std::string, std::string> ours = {
@@ -69,8 +69,8 @@ float ours_at(const ModelWeights& w, const std::string& name, const std::vector<
       {"attn.c_proj.weight", "attprojw"}, {"attn.c_proj.bias", "attprojb"}, {"ln_2.weight", "ln2w"},
       {"ln_2.bias", "ln2b"}, {"mlp.c_fc.weight", "fcw"}, {"mlp.c_fc.bias", "fcb"}, {"mlp.c_proj.weight", "fcprojw"},
       {"mlp.c_proj.bias", "fcprojb"}};
-  const TensorSpec& t = layout.unit(layout.block_unit(l)).tensor(ours.at(rest));
-  const std::vector<float>& u = w.units[layout.block_unit(l)];
+  const TensorSpec& t = layout.unit(1 + l).tensor(ours.at(rest));  // the default wrap: block l is unit 1 + l
+  const std::vector<float>& u = w.units[1 + l];
   if (idx.size() == 2) return u[t.offset + idx[1] * t.cols + idx[0]];  // hf [in, out] = ours (out, in) transposed
   return u[t.offset + idx[0]];
 }
@@ -305,7 +305,8 @@ TEST(HfImport, HandWrittenFileLandsInOurLayout) {
   EXPECT_EQ(r.weights.units[1][fcprojw.offset + 3 * 32 + 17], 12.0f + (float)(17 * 8 + 3) / 1024.0f);
   EXPECT_EQ(r.weights.units[0][9 * 8 + 7], 0.0f + (9 * 8 + 7) / 1024.0f);  // last real wte row
   EXPECT_EQ(r.weights.units[0][10 * 8], 0.0f);                              // first padded row
-  EXPECT_EQ(r.weights.units[3][layout.unit(3).tensor("lnfb").offset + 5], 27.0f + 5 / 1024.0f);
+  ASSERT_EQ(r.weights.units.size(), 3u);  // the root (wte, wpe, ln_f) and the two blocks
+  EXPECT_EQ(r.weights.units[0][layout.unit(0).tensor("lnfb").offset + 5], 27.0f + 5 / 1024.0f);
 }
 
 class BadHfFile : public ::testing::Test {

@@ -88,7 +88,7 @@ void write_llmc(const std::string& path, const Dims& d, int32_t magic, int32_t v
 std::vector<std::vector<float>> expected_units(const Dims& d, const ValueFn& value) {
   auto tensors = file_tensors(d);
   const int64_t C = d.C;
-  std::vector<std::vector<float>> units(d.L + 2);
+  std::vector<std::vector<float>> units(d.L + 1);  // the root (wte, wpe, lnfw, lnfb), then one unit per block
   for (int64_t p = 0; p < (int64_t)d.Vp * C; p++) units[0].push_back(value(0, p));
   for (int64_t p = 0; p < (int64_t)d.maxT * C; p++) units[0].push_back(value(1, p));
   for (int l = 0; l < d.L; l++)
@@ -97,7 +97,7 @@ std::vector<std::vector<float>> expected_units(const Dims& d, const ValueFn& val
       for (int64_t i = 0; i < per_layer; i++) units[1 + l].push_back(value(j, l * per_layer + i));
     }
   for (int j = 14; j <= 15; j++)
-    for (int64_t i = 0; i < C; i++) units[d.L + 1].push_back(value(j, i));
+    for (int64_t i = 0; i < C; i++) units[0].push_back(value(j, i));
   return units;
 }
 
@@ -131,10 +131,12 @@ TEST(ModelFile, HandWrittenFp32LandsAtUnitOffsets) {
   EXPECT_EQ(w.config.channels, 4);
   expect_units_equal(w.units, expected_units(d, fp32_value));
   // Spot checks written out by hand: block 1's qkvw starts at element 2C = 8 of unit 2 and holds file
-  // qkvw (tensor 4) from position 3C*C = 48; the head unit is lnfw (tensor 14) then lnfb (tensor 15).
+  // qkvw (tensor 4) from position 3C*C = 48; the root unit ends with lnfw (tensor 14) then lnfb (tensor 15),
+  // after wte (Vp*C = 1024 elements) and wpe (maxT*C = 32).
+  ASSERT_EQ(w.units.size(), 3u);
   EXPECT_EQ(w.units[2][8], 4 * 4096 + 48);
-  EXPECT_EQ(w.units[3][0], 14 * 4096);
-  EXPECT_EQ(w.units[3][4], 15 * 4096);
+  EXPECT_EQ(w.units[0][1024 + 32], 14 * 4096);
+  EXPECT_EQ(w.units[0][1024 + 32 + 4], 15 * 4096);
   EXPECT_EQ(w.units[0][256 * 4], 1 * 4096);  // wpe follows wte (Vp*C elements)
 }
 
@@ -183,8 +185,8 @@ TEST(ModelFile, NonFiniteWeightsAreRefused) {
     units[u].assign(layout.unit(u).numel, 0.5f);
     ptrs.push_back(units[u].data());
   }
-  const gpt::TensorSpec& fcw = layout.unit(layout.block_unit(1)).tensor("fcw");
-  units[layout.block_unit(1)][fcw.offset + 3] = -INFINITY;
+  const gpt::TensorPlace fcw = layout.locate("fcw", 1);
+  units[fcw.unit][fcw.spec->offset + 3] = -INFINITY;
   gpt::save_model_file(path, layout, ptrs);
   try {
     gpt::load_model_file(path);

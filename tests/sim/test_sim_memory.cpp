@@ -1,6 +1,6 @@
 // The simulated step's memory ledger (src/sim/sim_step.h) against the closed form (memory_from_geometry,
 // src/plan/memplan.h), byte for byte in every domain and category, over the flags that change what is
-// allocated; tests/fsdp/test_memplan_measured.cpp holds the plan equal to real runs' ledgers. And the
+// allocated (the wrap and activation offload among them); tests/fsdp/test_memplan_measured.cpp holds the plan equal to real runs' ledgers. And the
 // simulated machine backs nothing: GPT-3 175B at 512 ranks plans without the process growing by more than
 // a few MiB.
 #include <gtest/gtest.h>
@@ -49,8 +49,12 @@ TEST(SimMemory, LedgerEqualsTheClosedFormForEveryLever) {
               in.B = 2;
               in.T = 16;
               in.compute = compute;
+              // the wrap and activation offload rotate with K: every pairing of them with the rest
+              in.wrap = WrapPolicy::parse(K == 1 ? "block" : K == 2 ? "blocks:3" : "min-params:1");
+              in.offload_activations = K != 2;
               expect_equal(in, str(dtype_name(compute), " ", FsdpOptions::name(st), " N=", N, " recompute ", rc,
-                                   " offload ", FsdpOptions::name(off), " K=", K));
+                                   " offload ", FsdpOptions::name(off), in.offload_activations ? ",activations" : "",
+                                   " K=", K, " wrap ", in.wrap.str()));
             }
       }
 }

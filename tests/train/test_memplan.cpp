@@ -64,14 +64,15 @@ GPTConfig tiny(int L, int NH, int C, int max_seq_len = 64) {
 // Our accounting: 16 bytes (fp32 param, grad, m, v) per owned parameter, units padded to a multiple of G.
 TEST(MemPlanOurAccounting, SixteenBytesPerOwnedParameter) {
   const GPTConfig c = tiny(3, 3, 96);
-  const int64_t C = 96, embed = 384 * C + 64 * C, block = 12 * C * C + 13 * C, head = 2 * C;
+  // the root unit: wte, wpe and the final layernorm
+  const int64_t C = 96, root = 384 * C + 64 * C + 2 * C, block = 12 * C * C + 13 * C;
   for (int N : {1, 2, 3, 4, 7}) {
     MemPlanInput in;
     in.cfg = c;
     in.world = N;
     const MemPlan p = plan_memory(in);
-    const int64_t owned = (embed + N - 1) / N + 3 * ((block + N - 1) / N) + (head + N - 1) / N;
-    EXPECT_EQ(p.psi, embed + 3 * block + head);
+    const int64_t owned = (root + N - 1) / N + 3 * ((block + N - 1) / N);
+    EXPECT_EQ(p.psi, root + 3 * block);
     EXPECT_EQ(p.model_state_bytes(), 16 * owned) << N;
     EXPECT_EQ(p.at(MemDomain::device, MemCat::param_shard) + p.at(MemDomain::device, MemCat::grad_shard) +
                   p.at(MemDomain::device, MemCat::optim_state),
@@ -106,15 +107,15 @@ TEST(MemPlanBF16, HandComputedDeviceBytes) {
   in.T = 8;
   in.compute = DType::BF16;
   const MemPlan p = plan_memory(in);
-  // units: embed 384*128 + 64*128 = 57344, block 12*128^2 + 13*128 = 198272, head 256; all even, so
-  // shards 28672, 99136 (x2), 128: 227072 owned elements
+  // units: root 384*128 + 64*128 + 2*128 (wte, wpe, the final layernorm) = 57600, block 12*128^2 + 13*128 =
+  // 198272; all even, so shards 28800, 99136 (x2): 227072 owned elements
   EXPECT_EQ(p.at(MemDomain::device, MemCat::param_shard), 4 * 227072);
   EXPECT_EQ(p.at(MemDomain::device, MemCat::grad_shard), 4 * 227072);
   EXPECT_EQ(p.at(MemDomain::device, MemCat::optim_state), 8 * 227072);
-  // bf16 gather slots: root 57344 + 2 x 198272
-  EXPECT_EQ(p.at(MemDomain::device, MemCat::gathered_param), 2 * (57344 + 2 * 198272));
-  // grad slots: 3 full fp32 (57344 + 2 x 198272) + 3 fp32 reduce-scatter outputs (28672 + 2 x 99136)
-  EXPECT_EQ(p.at(MemDomain::device, MemCat::gathered_grad), 4 * (57344 + 2 * 198272) + 4 * (28672 + 2 * 99136));
+  // bf16 gather slots: root 57600 + 2 x 198272
+  EXPECT_EQ(p.at(MemDomain::device, MemCat::gathered_param), 2 * (57600 + 2 * 198272));
+  // grad slots: 3 full fp32 (57600 + 2 x 198272) + 3 fp32 reduce-scatter outputs (28800 + 2 x 99136)
+  EXPECT_EQ(p.at(MemDomain::device, MemCat::gathered_grad), 4 * (57600 + 2 * 198272) + 4 * (28800 + 2 * 99136));
   // activations, N = 8 rows: per layer ln1 2048 + stats 64 + qkv 6144 + atty 2048 + probs 2*8*8*2 = 256 + res2
   // 2048 + ln2 2048 + stats 64 + fch 8192 + gelu 8192 = 31104; fixed: resid 3*2048, lnf 2048 + 64, logits
   // 8*384*2 = 6144, losses/inputs/targets 96, dres 2048, dwide 2*8192, dnarrow 2*2048, the fp64 loss total 8
@@ -122,9 +123,9 @@ TEST(MemPlanBF16, HandComputedDeviceBytes) {
             2 * 31104 + 3 * 2048 + 2048 + 64 + 6144 + 96 + 2048 + 2 * 8192 + 2 * 2048 + 8);
   // host: the pinned staging of inputs and targets, 2 x 8 int32
   EXPECT_EQ(p.at(MemDomain::host, MemCat::activation), 64);
-  // workspace: bf16 staging of the shard per slot (28672 + 2 x 99136), cuBLASLt 32 MiB, scratch = the fc
+  // workspace: bf16 staging of the shard per slot (28800 + 2 x 99136), cuBLASLt 32 MiB, scratch = the fc
   // bias-gradient partials 64 x 512 x 4 (ties with layernorm's 128 x 2 x 128 x 4, beats attention 15104 B)
-  EXPECT_EQ(p.at(MemDomain::device, MemCat::workspace), 2 * (28672 + 2 * 99136) + (32 << 20) + 64 * 512 * 4);
+  EXPECT_EQ(p.at(MemDomain::device, MemCat::workspace), 2 * (28800 + 2 * 99136) + (32 << 20) + 64 * 512 * 4);
   EXPECT_EQ(p.at(MemDomain::device, MemCat::host_offload), 0);
   int64_t sum = 0;
   for (int c = 0; c < kMemCats; c++) sum += p.at(MemDomain::device, (MemCat)c);
@@ -146,7 +147,7 @@ TEST(MemPlanBF16, OneRankKeepsABf16ComputeCopy) {
   for (ShardStrategy st : {ShardStrategy::full, ShardStrategy::grad_op, ShardStrategy::none}) {
     in.fsdp.strategy = st;
     const MemPlan p = plan_memory(in);
-    const int64_t psi = 57344 + 2 * 198272 + 256;  // 454144, unpadded at G = 1
+    const int64_t psi = 57600 + 2 * 198272;  // 454144, unpadded at G = 1
     EXPECT_EQ(p.psi, psi);
     EXPECT_EQ(p.at(MemDomain::device, MemCat::param_shard), 4 * psi);
     EXPECT_EQ(p.at(MemDomain::device, MemCat::grad_shard), 4 * psi);
@@ -167,7 +168,7 @@ TEST(MemPlanBF16, OneRankKeepsABf16ComputeCopy) {
   in.fsdp.offload = OffloadMode::optimizer;
   const MemPlan off = plan_memory(in);
   EXPECT_EQ(off.at(MemDomain::device, MemCat::param_shard), 2 * 454144);
-  EXPECT_EQ(off.at(MemDomain::device, MemCat::gathered_param), 2 * (57344 + 2 * 198272));
+  EXPECT_EQ(off.at(MemDomain::device, MemCat::gathered_param), 2 * (57600 + 2 * 198272));
   EXPECT_EQ(off.rotating_slots, 2);
 }
 
@@ -178,7 +179,7 @@ TEST(EngineGeometryRules, Bf16ComputeCopyReplacesTheGatherSlots) {
   const Layout layout(tiny(2, 2, 128));
   std::vector<int64_t> numel;
   for (int u = 0; u < layout.num_units(); u++) numel.push_back(layout.unit(u).numel);
-  ASSERT_EQ(numel, (std::vector<int64_t>{57344, 198272, 198272, 256}));
+  ASSERT_EQ(numel, (std::vector<int64_t>{57600, 198272, 198272}));
   auto count = [](const std::vector<BufferSpec>& bs, EngineBuffer what) {
     int n = 0;
     for (const BufferSpec& b : bs) n += b.what == what;
@@ -214,8 +215,8 @@ TEST(EngineGeometryRules, Bf16ComputeCopyReplacesTheGatherSlots) {
       copy_bytes += b.bytes;
       seen++;
     }
-    EXPECT_EQ(seen, 4) << what;
-    EXPECT_EQ(copy_bytes, 2 * (57344 + 2 * 198272 + 256)) << what;
+    EXPECT_EQ(seen, 3) << what;
+    EXPECT_EQ(copy_bytes, 2 * (57600 + 2 * 198272)) << what;
     int64_t gathered = 0, workspace = 0;
     for (const BufferSpec& b : bs) {
       if (b.cat == MemCat::gathered_param) gathered += b.bytes;
@@ -333,8 +334,8 @@ TEST(MemPlanBF16, OffloadMovesStatesToTheHost) {
             on_device.model_state_bytes());
   EXPECT_EQ(off.at(MemDomain::device, MemCat::param_shard), 0);
   // host: the three grad slots' fp32 reduce-scatter copies; device: each gather slot's fp32 H2D staging
-  EXPECT_EQ(off.at(MemDomain::host, MemCat::host_offload), 4 * (28672 + 2 * 99136));
-  EXPECT_EQ(off.at(MemDomain::device, MemCat::host_offload), 4 * (28672 + 2 * 99136));
+  EXPECT_EQ(off.at(MemDomain::host, MemCat::host_offload), 4 * (28800 + 2 * 99136));
+  EXPECT_EQ(off.at(MemDomain::device, MemCat::host_offload), 4 * (28800 + 2 * 99136));
   EXPECT_LT(off.device_peak, on_device.device_peak);
 }
 

@@ -1,0 +1,133 @@
+// Checkpoints across wraps (the files record the wrap; loading reshards tensor by tensor): a run saved under
+// one wrap resumes under another and continues bit for bit as the uninterrupted run; and a file of version 2,
+// the legacy layout (the final layernorm in a unit of its own), written here byte by byte as checkpoint.cpp's
+// header comment describes the format, loads into today's layout with every parameter where it belongs.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "src/io/atomic_file.h"
+#include "src/train/checkpoint.h"
+#include "tests/common/tiny_config.h"
+#include "tests/fsdp/fsdp_run.h"
+#include "tests/fsdp/mpi_world.h"
+
+namespace gpt::test {
+namespace {
+
+RunSpec spec(const char* wrap) {
+  RunSpec s;
+  s.cfg = tiny_config(3, 2, 32, 16, 89);
+  s.global_seqs = 12;
+  s.wrap = WrapPolicy::parse(wrap);
+  return s;
+}
+
+std::string shared_dir(const std::string& name) {
+  Communicator& w = world();
+  std::string dir = (std::filesystem::temp_directory_path() / ("gpt_fsdp_" + name + "_np" + std::to_string(w.world()))).string();
+  if (w.rank() == 0) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
+  w.barrier();
+  return dir;
+}
+
+TEST(FsdpCheckpointWrap, ResumeUnderAnotherWrapIsBitExact) {
+  Communicator& w = world();
+  for (auto [saved, resumed] : {std::pair{"blocks:2", "block"}, std::pair{"block", "blocks:3"},
+                                std::pair{"blocks:3", "min-params:1"}}) {
+    const std::string dir = shared_dir("wrap");
+    ShardedRun a(spec(saved), w);
+    for (int i = 0; i < 3; i++) a.train_step();
+    TrainProgress p;
+    p.step = a.step;
+    save_checkpoint(dir, *a.engine, p, 1);
+    for (int i = 0; i < 3; i++) a.train_step();
+
+    ShardedRun b(spec(resumed), w);
+    const TrainProgress q = load_checkpoint(find_latest_checkpoint(dir), *b.engine);
+    EXPECT_EQ(q.saved_wrap, saved);
+    b.step = (int)q.step;
+    for (int i = 0; i < 3; i++) b.train_step();
+    EXPECT_EQ(b.params(), a.params()) << saved << " -> " << resumed;
+  }
+}
+
+// A version-2 rank file: magic, 23 words, the legacy layout's unit table, then param, m, v per unit.
+void write_v2_rank_file(const std::string& path, const GPTConfig& c, int world, int rank, int64_t step,
+                        const std::vector<std::vector<float>>& legacy_units, uint32_t* crc, int64_t* bytes) {
+  const Layout legacy = Layout::legacy(c);
+  std::vector<char> out(8);
+  std::memcpy(out.data(), "GPTCKPT1", 8);
+  auto put = [&](const void* p, size_t n) { out.insert(out.end(), (const char*)p, (const char*)p + n); };
+  int64_t words[23] = {2, world, rank, world, 0, c.num_layers, c.num_heads, c.channels, c.max_seq_len,
+                       c.vocab_size, c.padded_vocab_size, legacy.num_units(), step, 1, 2, 3, 4, 0, 0, 0, 0, 0, step};
+  put(words, sizeof words);
+  for (int u = 0; u < legacy.num_units(); u++) {
+    const int64_t numel = legacy.unit(u).numel, padded = (numel + world - 1) / world * world, shard = padded / world;
+    const int64_t m[4] = {numel, padded, shard, rank * shard};
+    put(m, sizeof m);
+  }
+  for (int u = 0; u < legacy.num_units(); u++) {
+    const int64_t numel = legacy.unit(u).numel, shard = (numel + world - 1) / world;
+    std::vector<float> param((size_t)shard, 0.0f), zeros((size_t)shard, 0.0f);  // (shard) fp32
+    for (int64_t i = 0; i < shard && rank * shard + i < numel; i++) param[i] = legacy_units[u][rank * shard + i];
+    put(param.data(), param.size() * 4);
+    put(zeros.data(), zeros.size() * 4);  // Adam m
+    put(zeros.data(), zeros.size() * 4);  // Adam v
+  }
+  std::ofstream(path, std::ios::binary).write(out.data(), (std::streamsize)out.size());
+  *crc = crc32_update(0, out.data(), out.size());
+  *bytes = (int64_t)out.size();
+}
+
+TEST(FsdpCheckpointWrap, VersionTwoFileLoadsIntoEveryWrap) {
+  Communicator& w = world();
+  const int N = w.world();
+  const std::string dir = shared_dir("v2") + "/ckpt_00000007";
+  RunSpec s = spec("block");
+  ShardedRun ref(s, w);
+  ref.train_step();
+  const std::vector<std::vector<float>> want = ref.params();  // the default layout's units
+  std::vector<const float*> ptrs;
+  for (const std::vector<float>& u : want) ptrs.push_back(u.data());
+  const Layout legacy = Layout::legacy(s.cfg);
+  std::vector<std::vector<float>> old;
+  for (int u = 0; u < legacy.num_units(); u++) {
+    old.emplace_back((size_t)legacy.unit(u).numel, 0.0f);
+    copy_unit(legacy, u, Layout(s.cfg), ptrs, old.back().data());
+  }
+  if (w.rank() == 0) {
+    std::filesystem::create_directories(dir);
+    std::string man = "gpt-checkpoint 1\nstep 7\nworld " + std::to_string(N) + "\n";
+    for (int r = 0; r < N; r++) {
+      char name[32];
+      std::snprintf(name, sizeof name, "rank_%05d.bin", r);
+      uint32_t crc = 0;
+      int64_t bytes = 0;
+      write_v2_rank_file(dir + "/" + name, s.cfg, N, r, 7, old, &crc, &bytes);
+      man += std::string("file ") + name + " " + std::to_string(bytes) + " " + std::to_string(crc) + "\n";
+    }
+    std::ofstream(dir + "/manifest.txt") << man;
+  }
+  w.barrier();
+  for (const char* wrap : {"block", "blocks:2", "blocks:3"}) {
+    ShardedRun b(spec(wrap), w);
+    const TrainProgress q = load_checkpoint(dir, *b.engine);
+    EXPECT_EQ(q.step, 7);
+    EXPECT_EQ(q.saved_wrap, "block (a version-2 file)");
+    EXPECT_EQ(b.params(), want) << wrap;
+    std::vector<float> m;
+    for (int u = 0; u < b.engine->num_units(); u++) {
+      b.engine->shard_to_host(u, ShardState::adam_m, m);
+      for (float x : m) ASSERT_EQ(x, 0.0f);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gpt::test
