@@ -114,6 +114,11 @@ TEST(Cli, BadFlagsAndConfigs) {
   expect_gpt_error("train --config d2 --shard sideways" + train, "--shard");
   expect_gpt_error("train --config d2 --recompute sometimes" + train, "--recompute");
   expect_gpt_error("train --config d2 --offload cloud" + train, "--offload");
+  expect_gpt_error("train --config d2 --offload params,optimizer" + train, "at most one of optimizer and params");
+  expect_gpt_error("train --config d2 --offload activations,activations" + train, "given twice");
+  expect_gpt_error("train --config d2 --offload none,activations" + train, "--offload");
+  expect_gpt_error("train --config d2 --wrap blocks:0" + train, "--wrap blocks:K");
+  expect_gpt_error("train --config d2 --wrap layers" + train, "--wrap");
   expect_gpt_error("train --config d2 --shard-group 2" + train, "--shard-group");
   expect_gpt_error("train --config d2 --recompute every:0" + train, "every");
   expect_gpt_error("train --config d2 --lr -1" + train, "--lr");

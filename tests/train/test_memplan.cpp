@@ -319,6 +319,31 @@ TEST(MemPlanBF16, CudnnAttentionStateAndScratch) {
 }
 
 // Recompute and offload move bytes the way the modes say (bf16: the model states of offload go to the host).
+// --offload activations, worked by hand (fp32, 5 layers, C = 128, B = 1, T = 8: N = 8 rows, one block input
+// is 8 x 128 x 4 = 4096 bytes): under full recompute a layer keeps only its input, so the device drops the
+// inputs of 5 layers for a ring of 3 (two fewer) and the host holds all 5; under none a layer also keeps
+// every field (ln1 4096 + stats 64 + qkv 12288 + atty 4096 + probs 8*8*2*4 = 512 + res2 4096 + ln2 4096 +
+// stats 64 + fch 16384 + gelu 16384 = 62080), so the ring keeps 3 layers' of them and the host all 5.
+TEST(MemPlanActivations, OffloadKeepsARingOnTheDeviceAndEveryLayerOnTheHost) {
+  MemPlanInput in;
+  in.cfg = tiny(5, 2, 128);
+  in.B = 1;
+  in.T = 8;
+  for (const char* rc : {"full", "none"}) {
+    in.recompute = RecomputePolicy::parse(rc);
+    in.offload_activations = false;
+    const MemPlan on = plan_memory(in);
+    in.offload_activations = true;
+    const MemPlan off = plan_memory(in);
+    const int64_t input = 4096, fields = std::string(rc) == "none" ? 62080 : 0, layer = input + fields;
+    EXPECT_EQ(on.at(MemDomain::device, MemCat::activation) - off.at(MemDomain::device, MemCat::activation),
+              2 * layer)
+        << rc;
+    EXPECT_EQ(off.at(MemDomain::host, MemCat::activation) - on.at(MemDomain::host, MemCat::activation), 5 * layer)
+        << rc;
+  }
+}
+
 TEST(MemPlanBF16, OffloadMovesStatesToTheHost) {
   MemPlanInput in;
   in.cfg = tiny(2, 2, 128);
@@ -469,6 +494,9 @@ TEST(MemPlanCommand, FlagErrorsNameTheFlag) {
             std::string::npos);
   EXPECT_NE(cmd_error({"--config", "d2", "-T", "2048"}).find("-T 2048 exceeds --seq-len 1024"), std::string::npos);
   EXPECT_NE(cmd_error({"--recompute", "sometimes"}).find("--recompute"), std::string::npos);
+  EXPECT_NE(cmd_error({"--offload", "params,"}).find("--offload"), std::string::npos);
+  EXPECT_NE(cmd_error({"--offload", "optimizer,params"}).find("at most one"), std::string::npos);
+  EXPECT_NE(cmd_error({"--wrap", "min-params:0"}).find("--wrap min-params:N"), std::string::npos);
   EXPECT_NE(cmd_error({"--device", "tpu"}).find("--device"), std::string::npos);
   EXPECT_NE(cmd_error({"--budget", "lots"}).find("--budget"), std::string::npos);
   EXPECT_NE(cmd_error({"--budget", "1GiB", "--zero-table"}).find("give one"), std::string::npos);
