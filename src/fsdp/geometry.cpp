@@ -54,7 +54,10 @@ EngineGeometry::EngineGeometry(const std::vector<int64_t>& unit_numel, int world
     units.push_back(g);
   }
   if (!resident_params())
-    rotating_slots = opt.strategy == ShardStrategy::grad_op ? (int)units.size() - 1 : opt.gather_slots;
+    // grad_op keeps every forward gather; otherwise K, but never more than there are units to hold (a wide
+    // --wrap can leave fewer non-root units than K)
+    rotating_slots = opt.strategy == ShardStrategy::grad_op ? (int)units.size() - 1
+                                                            : std::min(opt.gather_slots, (int)units.size() - 1);
   if (!direct_grads && !opt.inference) grad_slots = 3;
 }
 

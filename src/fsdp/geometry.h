@@ -96,7 +96,8 @@ class EngineGeometry {
   bool compute_copy = false;   // the model reads each unit's persistent compute-dtype copy, written by AdamW
   bool direct_grads = false;   // backward accumulates into the grad shards
   bool bf16_reduce = false;    // gradients travel in bf16 (--reduce-dtype bf16 and something to communicate)
-  int rotating_slots = 0;      // non-root gather slots (0 with resident params)
+  int rotating_slots = 0;      // non-root gather slots: min(K, non-root units), all of them under grad_op,
+                               // 0 with resident params
   int grad_slots = 0;          // gradient slots, root's included (0 with direct grads)
   std::vector<UnitGeometry> units;
   int64_t max_padded = 0;      // the largest non-root unit, padded: sizes the rotating slots

@@ -172,9 +172,10 @@ TEST(MemPlanMeasured, WrapsAndActivationOffload) {
   for (ShardStrategy st : strategies(N)) {
     // every form under full; the others rotate over the forms and the recompute modes (steps cost time)
     const bool all = st == ShardStrategy::full;
-    const char* wraps[] = {"blocks:2", "blocks:3", "min-params:1"};
-    for (int i = 0; i < 3; i++) {
-      if (!all && i != cell % 3) continue;
+    // blocks:4 leaves one non-root unit, so one rotating slot however large K
+    const char* wraps[] = {"blocks:2", "blocks:3", "blocks:4", "min-params:1"};
+    for (int i = 0; i < 4; i++) {
+      if (!all && i != cell % 4) continue;
       RunSpec spec = spec_for(cfg, options(st, OffloadMode::none), {}, sh.B, sh.T, N, 1);
       spec.wrap = WrapPolicy::parse(wraps[i]);
       ShardedRun run(spec, w);

@@ -324,6 +324,24 @@ TEST(MemPlanBF16, CudnnAttentionStateAndScratch) {
 // inputs of 5 layers for a ring of 3 (two fewer) and the host holds all 5; under none a layer also keeps
 // every field (ln1 4096 + stats 64 + qkv 12288 + atty 4096 + probs 8*8*2*4 = 512 + res2 4096 + ln2 4096 +
 // stats 64 + fch 16384 + gelu 16384 = 62080), so the ring keeps 3 layers' of them and the host all 5.
+// Gather slots are capped by the units there are: with every block in one unit (--wrap blocks:L) there is
+// one non-root unit, so K = 2 or 3 allocates one rotating slot: root 57600 + one unit of 2 x 198272 (bf16).
+TEST(MemPlanBF16, GatherSlotsNeverOutnumberTheUnits) {
+  MemPlanInput in;
+  in.cfg = tiny(2, 2, 128);
+  in.world = 2;
+  in.B = 1;
+  in.T = 8;
+  in.compute = DType::BF16;
+  in.wrap = WrapPolicy::parse("blocks:2");
+  for (int K : {1, 2, 3}) {
+    in.fsdp.gather_slots = K;
+    const MemPlan p = plan_memory(in);
+    EXPECT_EQ(p.rotating_slots, 1) << K;
+    EXPECT_EQ(p.at(MemDomain::device, MemCat::gathered_param), 2 * (57600 + 2 * 198272)) << K;
+  }
+}
+
 TEST(MemPlanActivations, OffloadKeepsARingOnTheDeviceAndEveryLayerOnTheHost) {
   MemPlanInput in;
   in.cfg = tiny(5, 2, 128);
