@@ -79,6 +79,18 @@ check_csv "$tm/prefetch_depth.csv"
   || { echo "FAIL: trace_reading.py on a predicted trace" >&2; exit 1; }
 echo "   $(( $(date +%s) - start )) s"
 
+echo "== wrap_sweep --quick and activation_offload --quick (measured against memplan and the time model)"
+start=$(date +%s)
+for name in wrap_sweep activation_offload; do
+  "$py" "scripts/scaling/$name.py" --gpt "$gpt" --out "$tmp/$name" --quick > "$tmp/$name.log" 2>&1 \
+    || { tail -20 "$tmp/$name.log" >&2; echo "FAIL: $name.py --quick" >&2; exit 1; }
+  check_csv "$tmp/$name/$name.csv"
+  [ -s "$tmp/$name/$name.md" ] || { echo "FAIL: $name wrote no $name.md" >&2; exit 1; }
+done
+[ -s "$tmp/wrap_sweep/wrap_sweep.png" ] || { echo "FAIL: wrap_sweep wrote no wrap_sweep.png" >&2; exit 1; }
+check_csv "$tmp/activation_offload/activation_offload_gpu.csv"
+echo "   $(( $(date +%s) - start )) s"
+
 echo "== impossible configurations exit non-zero with a one-line message"
 expect_error() {  # COMMAND...: must exit non-zero with "error:" in its output, before running anything
   if "$@" > "$tmp/bad.log" 2>&1; then
@@ -110,6 +122,8 @@ expect_error $s/prepare_corpus.sh --gpt "$gpt" --out "$tmp/old_corpus"
 expect_error "$py" scripts/plot_memory.py "$tmp/missing.json" --out "$tmp/bad.png"
 expect_error "$py" $s/time_model.py sweep --gpt "$gpt" --out "$tmp/bad"
 expect_error "$py" $s/time_model_measure.py --gpt "$gpt" --out "$tmp/bad" --only no_such_config
+expect_error "$py" $s/wrap_sweep.py --gpt "$gpt" --out "$tmp/bad" --wraps 1,13
+expect_error "$py" $s/activation_offload.py --gpt "$gpt" --out "$tmp/bad" --gpu-hardware no_such.json
 
 echo "== plot_memory.py on a 2-rank trace"
 "$gpt" tokenize --tokenizer byte --input data/tinyshakespeare/input.txt --out "$tmp/data" > /dev/null
