@@ -11,9 +11,7 @@ namespace {
 // The units' sizes, the root first (EngineGeometry's input convention).
 std::vector<int64_t> unit_sizes(const Layout& layout) {
   GPT_CHECK(layout.root_unit() == 0, "fsdp: the layout's root unit must be unit 0, got ", layout.root_unit());
-  std::vector<int64_t> n;
-  for (int u = 0; u < layout.num_units(); u++) n.push_back(layout.unit(u).numel);
-  return n;
+  return layout.unit_numels();
 }
 
 // The shard group (size G) this rank belongs to; a collective on every rank, in the same order.

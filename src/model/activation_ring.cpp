@@ -15,6 +15,7 @@ void ActivationRing::claim(int l) {
   Slot& s = slot(l);
   if (s.ticket) be_.wait_copy_device(s.ticket);  // the previous layer's copy to the host has read the slot
   s.ticket = 0;
+  s.incoming = false;
   s.holds = l;
   on_host_[l] = false;
 }
@@ -22,6 +23,7 @@ void ActivationRing::claim(int l) {
 void ActivationRing::offload(int l) {
   Slot& s = slot(l);
   GPT_CHECK(s.holds == l, "activation ring: offload of layer ", l, " whose slot holds layer ", s.holds);
+  if (stays(l, (int)layers_.size(), slots())) return;  // nothing evicts it before its backward
   trace::Scope ts(trace::kCopies, str("d2h activations block", l), "copy");
   for (const ActTransfer& t : layers_[l]) s.ticket = be_.copy_d2h_async(t.host, t.dev, t.bytes);
   s.incoming = false;
@@ -44,7 +46,10 @@ void ActivationRing::fetch(int l) {
 void ActivationRing::ready(int l) {
   fetch(l);  // a no-op when fetch(l) ran a block ago, or the slot has held the layer since its forward
   Slot& s = slot(l);
-  if (!s.incoming) return;  // backward only reads the slot: the copy out of it may still run
+  // Not fetched: the slot has held the layer since its forward and no copy is still reading it (a layer
+  // copied out was evicted, so fetched). The recompute may rewrite kept values (selective's layernorm
+  // statistics) with the same bits.
+  if (!s.incoming) return;
   be_.wait_copy_device(s.ticket);
   s.incoming = false;
 }

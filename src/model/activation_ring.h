@@ -7,7 +7,8 @@
 //  - backward: before block l's recompute and backward, ready(l) makes compute wait for its buffers, and
 //    fetch(l-1) starts bringing back the next block's, which overlaps block l's backward (a copy starts after
 //    the work queued before it, so the slot's previous layer, later in forward and so done in backward, is
-//    no longer read). A slot that still holds its layer (the last ones of forward) is not fetched again.
+//    no longer read). The last `slots` layers of forward are never evicted from their slots before their
+//    backward, so they are neither copied out nor fetched, and have no host copy.
 // The copies move bits, so a run with activation offload computes exactly what one without it does.
 #pragma once
 #include <cstddef>
@@ -30,8 +31,10 @@ class ActivationRing {
   // per_layer[l]: layer l's kept buffers; slots: the ring's size (layer l in slot l % slots).
   ActivationRing(Backend& be, int slots, std::vector<std::vector<ActTransfer>> per_layer);
   int slots() const { return (int)slots_.size(); }
+  // Layer l keeps its slot from its forward to its backward (one of the last `slots` layers): no copies.
+  static bool stays(int layer, int layers, int slots) { return layer >= layers - slots; }
   void claim(int layer);    // forward: layer's buffers are about to be written into its slot
-  void offload(int layer);  // forward: after block `layer`, its buffers to the host (copy stream)
+  void offload(int layer);  // forward: after block `layer`, its buffers to the host (copy stream) unless it stays
   void fetch(int layer);    // backward: bring `layer`'s buffers back into its slot unless it still holds them
   void ready(int layer);    // backward: compute waits for `layer`'s buffers (fetching them now if needed)
 

@@ -88,8 +88,10 @@ int64_t ActivationPlan::total_bytes() const {
 
 int64_t ActivationPlan::host_bytes() const {
   int64_t t = sat_mul({2, host_row});
+  const int L = (int)kept.size();
   if (ring > 0)
-    for (int l = 0; l < (int)kept.size(); l++) t = sat_add({t, layer_kept_bytes(l)});
+    for (int l = 0; l < L; l++)
+      if (!ActivationRing::stays(l, L, ring)) t = sat_add({t, layer_kept_bytes(l)});
   return t;
 }
 
@@ -160,11 +162,12 @@ void Activations::place_ring(const ActivationPlan& p, const BlockActs& scratch) 
   std::vector<std::vector<ActTransfer>> transfers((size_t)L);  // [layer]
   for (int l = 0; l < L; l++) {
     const int s = l % p.ring;
+    const bool copied = !ActivationRing::stays(l, L, p.ring);  // else it never leaves its slot: no host copy
     resid.push_back(slot_resid[s]);
-    transfers[l].push_back({slot_resid[s], take_host((size_t)p.resid), (size_t)p.resid});
+    if (copied) transfers[l].push_back({slot_resid[s], take_host((size_t)p.resid), (size_t)p.resid});
     for (int f = 0; f < kBlockFields; f++) {
       place(blocks[l], (BlockField)f, false, kept[l].keep[f] ? slots[s] : scratch, p);
-      if (!kept[l].keep[f]) continue;
+      if (!kept[l].keep[f] || !copied) continue;
       for (auto [dev, bytes] : field_buffers(blocks[l], (BlockField)f, (size_t)p.field_bytes[f]))
         transfers[l].push_back({dev, take_host(bytes), bytes});
     }

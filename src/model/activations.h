@@ -65,7 +65,8 @@ struct ActivationPlan {
   std::vector<std::array<bool, kBlockFields>> slot_field;  // [slot][BlockField]
   // The sum of every device buffer above (saturating at INT64_MAX, like the sizes themselves).
   int64_t total_bytes() const;
-  // The host-domain buffers: the two token-id stagings, and with offload every layer's kept buffers.
+  // The host-domain buffers: the two token-id stagings, and with offload the kept buffers of every layer
+  // but the last `ring` (which keep their slots, ActivationRing::stays).
   int64_t host_bytes() const;
   // What layer l keeps between its forward and its backward: its input and its kept fields.
   int64_t layer_kept_bytes(int l) const;

@@ -97,6 +97,12 @@ Layout::Layout(const GPTConfig& cfg, const WrapPolicy& wrap, bool legacy_head) :
   for (int u = num_units() - 1; u > root_unit(); u--) order_[(int)Pass::backward].push_back(u);
 }
 
+std::vector<int64_t> Layout::unit_numels() const {
+  std::vector<int64_t> n;
+  for (const UnitSpec& u : units_) n.push_back(u.numel);
+  return n;
+}
+
 int64_t Layout::total_numel() const {
   int64_t n = 0;
   for (const auto& u : units_) n += u.numel;
@@ -116,7 +122,14 @@ std::vector<UnitSpan> Layout::map_range(int u, int64_t lo, int64_t hi, const Lay
     const int64_t a = std::max(lo, t.offset), b = std::min(hi, t.offset + t.numel);
     if (a >= b) continue;
     const TensorPlace from = src.locate(t.name, t.layer);
-    spans.push_back({a, from.unit, from.spec->offset + (a - t.offset), b - a});
+    const UnitSpan next{a, from.unit, from.spec->offset + (a - t.offset), b - a};
+    UnitSpan* last = spans.empty() ? nullptr : &spans.back();
+    if (last && last->src_unit == next.src_unit && last->dst + last->numel == next.dst &&
+        last->src + last->numel == next.src) {
+      last->numel += next.numel;  // contiguous in both layouts (the same unit under the same wrap): one read
+    } else {
+      spans.push_back(next);
+    }
   }
   return spans;
 }

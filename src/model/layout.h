@@ -91,14 +91,16 @@ class Layout {
   int64_t wpe_offset() const { return (int64_t)cfg_.padded_vocab_size * cfg_.channels; }
   int64_t lnf_offset() const { return wpe_offset() + (int64_t)cfg_.max_seq_len * cfg_.channels; }  // lnfw, then lnfb
   int64_t total_numel() const;      // Ψ: all parameters
+  std::vector<int64_t> unit_numels() const;  // [unit] numel: what the engine's geometry is made of
   // The units in the order a pass of the model acquires them (and the engine prefetches them):
   //   forward:  embed, the block units in layer order    (the final layernorm and the LM head then use embed)
   //   backward: embed (the LM head), the block units in reverse   (then the encoder, with embed again)
   const std::vector<int>& pass_order(Pass pass) const { return order_[(int)pass]; }
   // Tensor `name` of block `layer` (-1: wte, wpe, lnfw, lnfb). Throws when absent.
   TensorPlace locate(const std::string& name, int layer) const;
-  // Elements [lo, hi) of unit u of this layout as runs of units of `src`, tensor by tensor (a unit's padding
-  // past its last tensor has no source and is left out). Both layouts must be of the same model.
+  // Elements [lo, hi) of unit u of this layout as runs of units of `src`, tensor by tensor, runs contiguous in
+  // both merged (so a unit found whole in `src` is one run); a unit's padding past its last tensor has no
+  // source and is left out. Both layouts must be of the same model.
   std::vector<UnitSpan> map_range(int u, int64_t lo, int64_t hi, const Layout& src) const;
 
  private:

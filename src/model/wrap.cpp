@@ -39,7 +39,8 @@ WrapPolicy WrapPolicy::parse(const std::string& s) {
   }
   if (s.rfind("min-params:", 0) == 0) {
     const int64_t n = parse_count(s.substr(11));
-    GPT_CHECK(n >= 1, "--wrap min-params:N needs a parameter count N >= 1 (suffix k, M or B allowed), got '", s, "'");
+    GPT_CHECK(n >= 1 && n <= kMaxN, "--wrap min-params:N needs a parameter count N in [1, 1e15] (suffix k, M or B ",
+              "allowed), got '", s, "'");
     w.kind = Kind::min_params;
     w.n = n;
     return w;
@@ -61,7 +62,7 @@ std::vector<int> WrapPolicy::groups(int L, int64_t block_numel) const {
   if (kind == Kind::block) return std::vector<int>((size_t)L, 1);
   // blocks:K is K per unit; min-params:N the fewest blocks whose parameters reach N (ceil(N / block)).
   int64_t per = n;
-  if (kind == Kind::min_params) per = block_numel > 0 ? (n + block_numel - 1) / block_numel : 1;
+  if (kind == Kind::min_params) per = block_numel > 0 ? n / block_numel + (n % block_numel != 0) : 1;
   const int k = (int)std::min<int64_t>(std::max<int64_t>(per, 1), std::max(L, 1));
   for (int done = 0; done < L; done += k) g.push_back(std::min(k, L - done));
   return g;

@@ -18,9 +18,10 @@ namespace gpt {
 struct WrapPolicy {
   enum class Kind { block, blocks, min_params } kind = Kind::block;
   int64_t n = 1;  // K for blocks:K, N for min-params:N
+  static constexpr int64_t kMaxN = 1000000000000000;  // 1e15: past any model, and no sum of it overflows
 
-  // "block", "blocks:K" (K >= 1), "min-params:N" (N >= 1; a suffix k, M or B multiplies by 1e3, 1e6, 1e9).
-  // Throws naming --wrap.
+  // "block", "blocks:K" (1 <= K <= 1e6), "min-params:N" (1 <= N <= kMaxN; a suffix k, M or B multiplies by
+  // 1e3, 1e6, 1e9). Throws naming --wrap.
   static WrapPolicy parse(const std::string& s);
   std::string str() const;  // the flag's spelling: parse(str()) == *this
   bool operator==(const WrapPolicy& o) const { return kind == o.kind && n == o.n; }

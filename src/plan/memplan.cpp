@@ -42,13 +42,6 @@ int64_t narrow(wide v) {
   return (int64_t)v;
 }
 
-std::vector<int64_t> unit_sizes(const GPTConfig& cfg, const WrapPolicy& wrap) {
-  const Layout layout(cfg, wrap);
-  std::vector<int64_t> n;
-  for (int u = 0; u < layout.num_units(); u++) n.push_back(layout.unit(u).numel);
-  return n;
-}
-
 // Bytes the backend keeps per layer for attention backward (Backend::attention_state_bytes).
 int64_t attention_state_bytes(const MemPlanInput& in) {
   const int64_t B = in.B, T = in.T, NH = in.cfg.num_heads;
@@ -86,7 +79,7 @@ void validate_plan_input(const MemPlanInput& in) {
 
 MemPlan memory_from_geometry(const MemPlanInput& in) {
   validate_plan_input(in);
-  const EngineGeometry geo(unit_sizes(in.cfg, in.wrap), in.world, 0, in.fsdp, in.compute);
+  const EngineGeometry geo(Layout(in.cfg, in.wrap).unit_numels(), in.world, 0, in.fsdp, in.compute);
   Acc a;
   for (const BufferSpec& b : geo.buffers()) a.add(b.domain, b.cat, b.bytes);
   const int64_t cs = (int64_t)dtype_size(in.compute);

@@ -103,8 +103,9 @@ RankFile read_rank_header(const std::string& path) {
             h.config.padded_vocab_size);
   h.legacy = w[0] < 3;
   if (!h.legacy) {
-    GPT_CHECK(w[23] >= 0 && w[23] <= (int64_t)WrapPolicy::Kind::min_params && w[24] >= 1, "checkpoint file ", path,
-              ": bad wrap ", w[23], ":", w[24]);
+    GPT_CHECK(w[23] >= 0 && w[23] <= (int64_t)WrapPolicy::Kind::min_params && w[24] >= 1 &&
+                  w[24] <= WrapPolicy::kMaxN && (w[23] != (int64_t)WrapPolicy::Kind::block || w[24] == 1),
+              "checkpoint file ", path, ": bad wrap ", w[23], ":", w[24], " (expected a kind 0..2 and a count in [1, 1e15])");
     h.wrap.kind = (WrapPolicy::Kind)w[23];
     h.wrap.n = w[24];
   }

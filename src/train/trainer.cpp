@@ -162,7 +162,7 @@ void Trainer::init_params() {
     });
   }
   const Layout file_layout(layout.config());  // a model file's units are the default layout's
-  std::vector<const float*> file_units;
+  std::vector<const float*> file_units;  // [unit of file_layout] -> its numel floats in w
   for (const std::vector<float>& u : w.units) file_units.push_back(u.data());
   std::vector<float> full;  // (numel of unit u) fp32
   for (int u = 0; u < layout.num_units(); u++) {

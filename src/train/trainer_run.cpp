@@ -28,7 +28,8 @@ static void values_of_rank(Communicator& world, int r, double* v, int n) {
 void Trainer::print_startup_report() {
   const GPTConfig& c = opt_.model;
   const int N = world_.world();
-  log_rank0(world_, "model ", opt_.config_name, ": ", c.describe(), " | recompute ", opt_.recompute.str());
+  log_rank0(world_, "model ", opt_.config_name, ": ", c.describe(), " | recompute ", opt_.recompute.str(),
+            " | wrap ", opt_.wrap.str(), " (", engine_->num_units(), " units)");
   log_rank0(world_, "backend ", backend().name(), " | ranks ", N, " | shard ", FsdpOptions::name(opt_.fsdp.strategy),
             " (group ", engine_->shard_group_size(), ") | offload ", OffloadSet{opt_.fsdp.offload, opt_.offload_activations}.str(),
             " | gather slots ", opt_.fsdp.gather_slots, opt_.fsdp.no_sync ? " | no-sync" : "", " | reduce ",

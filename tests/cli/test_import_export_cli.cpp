@@ -140,6 +140,28 @@ TEST(CliExport, TheReaderGivesPyTorchsLossOnTheHubFolder) {
 // per block the two LayerNorms (2 sums of C each), qkv (C), scores (hs), softmax sum and att @ v (T each),
 // attention projection (C), fc (C), fc projection (4C): 11C + hs + 2T; then ln_f (2C), logits (C), logsumexp (V)
 // and the mean over the batch's B*T positions. gpt eval prints 6 significant digits: 5e-6 relative more.
+// A run under --wrap blocks:2 writes its model file, and `gpt export` consolidates its checkpoint, both in
+// the file's own layout (the tensors found wherever the run's units put them): the two are the same bytes.
+// Started from that file (--init-from), runs under two wraps train the same bytes too.
+TEST(CliExport, ModelFilesAndExportsDoNotDependOnTheWrap) {
+  const std::string data = shakespeare_byte_dir(), d = scratch_dir();
+  const std::string model = "--n-layer 3 --n-head 2 --d-model 32 --seq-len 32 --tokenizer byte -B 2 -T 32 --steps 2 "
+                            "--sample-tokens 0 --train '" + data + "/train_*.bin' ";
+  CliResult t = run_gpt("train " + model + "--wrap blocks:2 --out " + d + "/run");
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("wrap blocks:2 (3 units)"), std::string::npos) << t.out;
+  CliResult x = run_gpt("export --from " + d + "/run --out " + d + "/exported.bin");
+  ASSERT_EQ(x.code, 0) << x.out;
+  EXPECT_TRUE(read_file(d + "/run/model.bin") == read_file(d + "/exported.bin"));
+  for (const char* wrap : {"block", "blocks:3"}) {
+    CliResult r = run_gpt("train " + model + "--init-from " + d + "/run/model.bin --wrap " + wrap + " --out " + d +
+                          "/from_" + wrap);
+    ASSERT_EQ(r.code, 0) << r.out;
+  }
+  EXPECT_TRUE(read_file(d + "/from_block/model.bin") == read_file(d + "/from_blocks:3/model.bin"));
+  EXPECT_FALSE(read_file(d + "/from_block/model.bin") == read_file(d + "/run/model.bin"));  // it trained on
+}
+
 TEST(CliExport, ExportedFolderGivesGptEvalsLossInAnIndependentReader) {
   const std::string py = python_with_numpy();
   if (py.empty()) GTEST_SKIP() << "no python3 with numpy (scripts/install_deps.sh installs it): the reader cannot run";

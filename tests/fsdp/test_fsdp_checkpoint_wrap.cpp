@@ -1,7 +1,8 @@
 // Checkpoints across wraps (the files record the wrap; loading reshards tensor by tensor): a run saved under
 // one wrap resumes under another and continues bit for bit as the uninterrupted run; and a file of version 2,
 // the legacy layout (the final layernorm in a unit of its own), written here byte by byte as checkpoint.cpp's
-// header comment describes the format, loads into today's layout with every parameter where it belongs.
+// header comment describes the format, loads into today's layout with every parameter and Adam moment where
+// it belongs.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -38,17 +39,19 @@ std::string shared_dir(const std::string& name) {
 
 TEST(FsdpCheckpointWrap, ResumeUnderAnotherWrapIsBitExact) {
   Communicator& w = world();
-  for (auto [saved, resumed] : {std::pair{"blocks:2", "block"}, std::pair{"block", "blocks:3"},
-                                std::pair{"blocks:3", "min-params:1"}}) {
+  // min-params:N with N one past a block: two blocks per unit (a layout of its own, not block's)
+  const std::string two = "min-params:" + std::to_string(Layout(spec("block").cfg).block_numel() + 1);
+  for (auto [saved, resumed] : {std::pair<std::string, std::string>{"blocks:2", "block"}, {"block", "blocks:3"},
+                                {"blocks:3", two}}) {
     const std::string dir = shared_dir("wrap");
-    ShardedRun a(spec(saved), w);
+    ShardedRun a(spec(saved.c_str()), w);
     for (int i = 0; i < 3; i++) a.train_step();
     TrainProgress p;
     p.step = a.step;
     save_checkpoint(dir, *a.engine, p, 1);
     for (int i = 0; i < 3; i++) a.train_step();
 
-    ShardedRun b(spec(resumed), w);
+    ShardedRun b(spec(resumed.c_str()), w);
     const TrainProgress q = load_checkpoint(find_latest_checkpoint(dir), *b.engine);
     EXPECT_EQ(q.saved_wrap, saved);
     b.step = (int)q.step;
@@ -57,7 +60,8 @@ TEST(FsdpCheckpointWrap, ResumeUnderAnotherWrapIsBitExact) {
   }
 }
 
-// A version-2 rank file: magic, 23 words, the legacy layout's unit table, then param, m, v per unit.
+// A version-2 rank file: magic, 23 words, the legacy layout's unit table, then param, m, v per unit; m and v
+// are the parameters times 2 and times 3, so each lands where its parameter does or the test sees it.
 void write_v2_rank_file(const std::string& path, const GPTConfig& c, int world, int rank, int64_t step,
                         const std::vector<std::vector<float>>& legacy_units, uint32_t* crc, int64_t* bytes) {
   const Layout legacy = Layout::legacy(c);
@@ -74,11 +78,15 @@ void write_v2_rank_file(const std::string& path, const GPTConfig& c, int world, 
   }
   for (int u = 0; u < legacy.num_units(); u++) {
     const int64_t numel = legacy.unit(u).numel, shard = (numel + world - 1) / world;
-    std::vector<float> param((size_t)shard, 0.0f), zeros((size_t)shard, 0.0f);  // (shard) fp32
-    for (int64_t i = 0; i < shard && rank * shard + i < numel; i++) param[i] = legacy_units[u][rank * shard + i];
+    std::vector<float> param((size_t)shard, 0.0f), m((size_t)shard, 0.0f), v((size_t)shard, 0.0f);  // (shard) fp32
+    for (int64_t i = 0; i < shard && rank * shard + i < numel; i++) {
+      param[i] = legacy_units[u][rank * shard + i];
+      m[i] = 2 * param[i];
+      v[i] = 3 * param[i];
+    }
     put(param.data(), param.size() * 4);
-    put(zeros.data(), zeros.size() * 4);  // Adam m
-    put(zeros.data(), zeros.size() * 4);  // Adam v
+    put(m.data(), m.size() * 4);
+    put(v.data(), v.size() * 4);
   }
   std::ofstream(path, std::ios::binary).write(out.data(), (std::streamsize)out.size());
   *crc = crc32_update(0, out.data(), out.size());
@@ -121,10 +129,15 @@ TEST(FsdpCheckpointWrap, VersionTwoFileLoadsIntoEveryWrap) {
     EXPECT_EQ(q.step, 7);
     EXPECT_EQ(q.saved_wrap, "block (a version-2 file)");
     EXPECT_EQ(b.params(), want) << wrap;
-    std::vector<float> m;
+    std::vector<float> p, m, v;
     for (int u = 0; u < b.engine->num_units(); u++) {
+      b.engine->shard_to_host(u, ShardState::param, p);
       b.engine->shard_to_host(u, ShardState::adam_m, m);
-      for (float x : m) ASSERT_EQ(x, 0.0f);
+      b.engine->shard_to_host(u, ShardState::adam_v, v);
+      for (size_t i = 0; i < p.size(); i++) {
+        ASSERT_EQ(m[i], 2 * p[i]) << wrap << " unit " << u << " element " << i;
+        ASSERT_EQ(v[i], 3 * p[i]) << wrap << " unit " << u << " element " << i;
+      }
     }
   }
 }
