@@ -81,7 +81,7 @@ fi
 # ignored, which is all the checkpoint reader needs (and spares a dependency on clang's libomp).
 IO_TOKENIZER="src/io/tokenizer.cpp src/io/byte_tokenizer.cpp src/io/gpt2_tokenizer.cpp src/io/gpt2_vocab.cpp
               src/io/gpt2_pretokenize.cpp src/io/json_min.cpp src/io/unicode_tables.cpp src/io/atomic_file.cpp"
-MODEL="src/model/config.cpp src/model/layout.cpp"
+MODEL="src/model/config.cpp src/model/layout.cpp src/model/wrap.cpp"
 declare -A SOURCES=(
   [fuzz_data_shard]="src/io/data_loader.cpp src/io/atomic_file.cpp"
   [fuzz_model_file]="src/io/model_file.cpp src/io/atomic_file.cpp $MODEL"
