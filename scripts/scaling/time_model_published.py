@@ -46,6 +46,21 @@ FAIRSEQ_DIFF = ("fairseq's wps counts target tokens, not words (its log's wpb is
                 "the file's host bandwidth (32 B/param); our head is tied (Vp 50304, 12.85B params) where the logged "
                 "count has two V x C matrices (13.11B); attention explicit in both")
 
+def fairseq_run(world, offload):
+    """fairseq's FSDP example as our flags: batch 8 x 2048 per GPU, full sharding, recompute, CPU offload."""
+    return ["--world", str(world), "-B", "8", "-T", "2048", "--shard", "full", "--recompute", "full",
+            "--offload", offload, "--attention", "simple"]
+
+
+def fairseq_8gpu(case_id, offload, hardware, differences):
+    """One of the 8-V100 restatements of fairseq's 13B example (they differ in offload and host file)."""
+    return {"id": case_id, "source": "the same README", "published": FAIRSEQ_8GPU,
+            "metric": "tokens_per_s", "value": 3200.0,
+            "config": "as fairseq-13b-1xv100, on 8 GPUs of one node (64 x 2048 tokens per update)",
+            "model": FAIRSEQ_MODEL, "run": fairseq_run(8, offload), "hardware": hardware,
+            "differences": differences}
+
+
 # Each case: the source's figure and configuration, and how it is restated for this engine.
 CASES = [
     {
@@ -175,8 +190,7 @@ CASES = [
         "metric": "tokens_per_s", "value": 310.0, "host_memory": 256e9,
         "config": FAIRSEQ_CONFIG,
         "model": FAIRSEQ_MODEL,
-        "run": ["--world", "1", "-B", "8", "-T", "2048", "--shard", "full", "--recompute", "full",
-                "--offload", "params", "--attention", "simple"],
+        "run": fairseq_run(1, "params"),
         "hardware": "v100_dgx2.json",
         "differences": FAIRSEQ_DIFF,
     },
@@ -187,61 +201,22 @@ CASES = [
         "metric": "tokens_per_s", "value": 310.0, "host_memory": 256e9,
         "config": "as fairseq-13b-1xv100",
         "model": FAIRSEQ_MODEL,
-        "run": ["--world", "1", "-B", "8", "-T", "2048", "--shard", "full", "--recompute", "full",
-                "--offload", "params,activations", "--attention", "simple"],
+        "run": fairseq_run(1, "params,activations"),
         "hardware": "v100_dgx2.json",
         "differences": "as fairseq-13b-1xv100; we add activation offload here (fairseq has --offload-activations; the README "
                        "command does not use it)",
     },
-    {
-        "id": "fairseq-13b-8xv100",
-        "source": "the same README",
-        "published": FAIRSEQ_8GPU,
-        "metric": "tokens_per_s", "value": 3200.0,
-        "config": "as fairseq-13b-1xv100, on 8 GPUs of one node (64 x 2048 tokens per update)",
-        "model": FAIRSEQ_MODEL,
-        "run": ["--world", "8", "-B", "8", "-T", "2048", "--shard", "full", "--recompute", "full",
-                "--offload", "params", "--attention", "simple"],
-        "hardware": "v100_dgx2.json",
-        "differences": "as fairseq-13b-1xv100; the host is priced per rank as if each had its own (150 GB/s, 12 GB/s PCIe)",
-    },
-    {
-        "id": "fairseq-13b-8xv100-act",
-        "source": "the same README",
-        "published": FAIRSEQ_8GPU,
-        "metric": "tokens_per_s", "value": 3200.0,
-        "config": "as fairseq-13b-1xv100, on 8 GPUs of one node (64 x 2048 tokens per update)",
-        "model": FAIRSEQ_MODEL,
-        "run": ["--world", "8", "-B", "8", "-T", "2048", "--shard", "full", "--recompute", "full",
-                "--offload", "params,activations", "--attention", "simple"],
-        "hardware": "v100_dgx2.json",
-        "differences": "as fairseq-13b-1xv100; activation offload added (not in the README command); host per rank unshared",
-    },
-    {
-        "id": "fairseq-13b-8xv100-shared-host",
-        "source": "the same README",
-        "published": FAIRSEQ_8GPU,
-        "metric": "tokens_per_s", "value": 3200.0,
-        "config": "as fairseq-13b-1xv100, on 8 GPUs of one node (64 x 2048 tokens per update)",
-        "model": FAIRSEQ_MODEL,
-        "run": ["--world", "8", "-B", "8", "-T", "2048", "--shard", "full", "--recompute", "full",
-                "--offload", "params", "--attention", "simple"],
-        "hardware": "v100_32gb_8gpu_shared_host.json",
-        "differences": "as fairseq-13b-1xv100; the host shared by the 8 ranks: 1/8 of the DRAM bandwidth and PCIe shared by "
-                       "pairs (the file's assumptions)",
-    },
-    {
-        "id": "fairseq-13b-8xv100-shared-host-act",
-        "source": "the same README",
-        "published": FAIRSEQ_8GPU,
-        "metric": "tokens_per_s", "value": 3200.0,
-        "config": "as fairseq-13b-1xv100, on 8 GPUs of one node (64 x 2048 tokens per update)",
-        "model": FAIRSEQ_MODEL,
-        "run": ["--world", "8", "-B", "8", "-T", "2048", "--shard", "full", "--recompute", "full",
-                "--offload", "params,activations", "--attention", "simple"],
-        "hardware": "v100_32gb_8gpu_shared_host.json",
-        "differences": "as fairseq-13b-1xv100; activation offload added; host shared as above",
-    },
+    *[fairseq_8gpu(case_id, offload, hardware, differences) for case_id, offload, hardware, differences in [
+        ("fairseq-13b-8xv100", "params", "v100_dgx2.json",
+         "as fairseq-13b-1xv100; the host is priced per rank as if each had its own (150 GB/s, 12 GB/s PCIe)"),
+        ("fairseq-13b-8xv100-act", "params,activations", "v100_dgx2.json",
+         "as fairseq-13b-1xv100; activation offload added (not in the README command); host per rank unshared"),
+        ("fairseq-13b-8xv100-shared-host", "params", "v100_32gb_8gpu_shared_host.json",
+         "as fairseq-13b-1xv100; the host shared by the 8 ranks: 1/8 of the DRAM bandwidth and PCIe shared by "
+         "pairs (the file's assumptions)"),
+        ("fairseq-13b-8xv100-shared-host-act", "params,activations", "v100_32gb_8gpu_shared_host.json",
+         "as fairseq-13b-1xv100; activation offload added; host shared as above"),
+    ]],
 ]
 
 

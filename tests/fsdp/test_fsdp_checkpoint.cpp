@@ -24,18 +24,6 @@ RunSpec spec() {
   return s;
 }
 
-// A directory every rank of the job agrees on (rank 0 creates it fresh).
-std::string shared_dir(const std::string& name) {
-  Communicator& w = world();
-  std::string dir = (std::filesystem::temp_directory_path() / ("gpt_fsdp_" + name + "_np" + std::to_string(w.world()))).string();
-  if (w.rank() == 0) {
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-  }
-  w.barrier();
-  return dir;
-}
-
 TEST(FsdpCheckpoint, ResumeAtTheSameWorldSizeIsBitExact) {
   Communicator& w = world();
   const std::string dir = shared_dir("same");

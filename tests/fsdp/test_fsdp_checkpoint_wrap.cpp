@@ -26,17 +26,6 @@ RunSpec spec(const char* wrap) {
   return s;
 }
 
-std::string shared_dir(const std::string& name) {
-  Communicator& w = world();
-  std::string dir = (std::filesystem::temp_directory_path() / ("gpt_fsdp_" + name + "_np" + std::to_string(w.world()))).string();
-  if (w.rank() == 0) {
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-  }
-  w.barrier();
-  return dir;
-}
-
 TEST(FsdpCheckpointWrap, ResumeUnderAnotherWrapIsBitExact) {
   Communicator& w = world();
   // min-params:N with N one past a block: two blocks per unit (a layout of its own, not block's)
