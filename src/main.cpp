@@ -24,7 +24,8 @@ const char* kUsage =
     "  bench     time training steps: ms/step, tokens/s, MFU\n"
     "  export    a checkpoint or model file as an llm.c model file or Hugging Face safetensors\n"
     "  import    Hugging Face GPT-2 weights (model.safetensors) into an llm.c model file\n"
-    "  memplan   predict per-rank memory of a run (and ZeRO's Table 1) before launching it\n";
+    "  memplan   predict per-rank memory of a run (and ZeRO's Table 1) before launching it\n"
+    "  plan      the fastest configurations that fit a model, ranks and memory budget, predicted\n";
 
 }  // namespace
 
@@ -59,7 +60,8 @@ int main(int argc, char** argv) {
     else if (cmd == "export") rc = gpt::cmd_export(n, a, *world);
     else if (cmd == "import") rc = gpt::cmd_import(n, a, *world);
     else if (cmd == "memplan") rc = gpt::cmd_memplan(n, a, *world);
-    else gpt::fail("unknown command '", cmd, "' (commands: train eval sample tokenize bench export import memplan; see gpt --help)");
+    else if (cmd == "plan") rc = gpt::cmd_plan(n, a, *world);
+    else gpt::fail("unknown command '", cmd, "' (commands: train eval sample tokenize bench export import memplan plan; see gpt --help)");
   } catch (const gpt::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     std::fflush(stderr);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "src/cli/attention_plan.h"
 #include "src/cli/flags.h"
 #include "src/cli/time_report.h"
 #include "src/cli/train_flags.h"
@@ -197,26 +198,6 @@ std::string zero_report(bool json) {
 
 }  // namespace
 
-// --attention as gpt train resolves it (against this machine's GPU, or an sm_90 one with this build's cuDNN
-// when none is visible), and for cudnn the plans' workspace measured on the GPU when there is one (`measure`).
-// As in training, auto falls back when cuDNN cannot plan the shape.
-static void resolve_attention(MemPlanInput& in, const std::string& attention, DeviceKind device, bool measure) {
-  AttentionTarget target;
-  if (device == DeviceKind::cuda) target = planning_attention_target();
-  const int C = in.cfg.channels, NH = in.cfg.num_heads;
-  in.attention = resolve_attention_path(attention, target, C, NH);
-  if (in.attention != AttentionPath::cudnn) return;
-  try {
-    check_cudnn_attention_sequence(in.T, target.cudnn.version);  // what the plans check, also without a GPU
-    if (measure) in.cudnn_workspace = measured_cudnn_plan_workspace(in.B, in.T, C, NH);
-  } catch (const Error& e) {
-    if (attention != "auto") throw;
-    in.attention = attention_fallback_without_cudnn(C, NH);
-    std::fprintf(stderr, "warning: --attention auto: %s; planning --attention %s\n", e.what(),
-                 attention_path_name(in.attention));
-  }
-}
-
 // Flags that only one report reads: given without it they would change nothing, so they are an error.
 void check_report_flags(const Flags& f, bool time, bool sweep) {
   for (const char* flag : {"--hardware", "--ranks-per-node", "--threads-per-rank"})
@@ -273,7 +254,7 @@ int cmd_memplan(int argc, char** argv, Communicator& world) {
   f.finish();
   check_report_flags(f, time, sweep);
   GPT_CHECK(!(zero && !budget.empty()), "gpt memplan: --budget and --zero-table are separate reports, give one");
-  resolve_attention(in, attention, device, budget.empty() && !zero);
+  resolve_planned_attention(in, attention, device, budget.empty() && !zero);
   GPT_CHECK(!(time || sweep) || !hw_path.empty(), "gpt memplan --time/--sweep: give --hardware FILE (data/hardware/*.json, ",
             "or this machine's from gpt bench --calibrate --out FILE)");
   GPT_CHECK(!((time || sweep) && (zero || !budget.empty())), "gpt memplan: --time and --sweep do not combine with --budget or --zero-table");

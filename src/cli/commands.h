@@ -13,5 +13,6 @@ int cmd_tokenize(int argc, char** argv, Communicator& world);
 int cmd_export(int argc, char** argv, Communicator& world);
 int cmd_import(int argc, char** argv, Communicator& world);
 int cmd_memplan(int argc, char** argv, Communicator& world);
+int cmd_plan(int argc, char** argv, Communicator& world);
 
 }  // namespace gpt

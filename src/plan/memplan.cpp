@@ -77,11 +77,16 @@ void validate_plan_input(const MemPlanInput& in) {
             "--recompute every:", in.recompute.every_k, " exceeds the model's ", c.num_layers, " layers");
 }
 
-MemPlan memory_from_geometry(const MemPlanInput& in) {
-  validate_plan_input(in);
-  const EngineGeometry geo(Layout(in.cfg, in.wrap).unit_numels(), in.world, 0, in.fsdp, in.compute);
-  Acc a;
+namespace {
+
+// What the engine holds: its geometry's buffers.
+void add_engine(Acc& a, const EngineGeometry& geo) {
   for (const BufferSpec& b : geo.buffers()) a.add(b.domain, b.cat, b.bytes);
+}
+
+// What one step of the model holds beside the engine: the activations (or the sampler's key/value cache) and
+// the CUDA backend's workspace.
+void add_step(Acc& a, const MemPlanInput& in) {
   const int64_t cs = (int64_t)dtype_size(in.compute);
   if (in.sampling) {
     a.add(MemDomain::device, MemCat::activation, kv_cache_bytes(in.cfg, in.T, cs));
@@ -93,6 +98,37 @@ MemPlan memory_from_geometry(const MemPlanInput& in) {
     a.add(MemDomain::host, MemCat::activation, acts.host_bytes());  // token-id staging, offloaded activations
     if (in.compute == DType::BF16) a.add(MemDomain::device, MemCat::workspace, cuda_workspace_bytes(in));
   }
+}
+
+MemTotals totals(const Acc& a) {
+  wide t[kMemDomains] = {};
+  for (int d = 0; d < kMemDomains; d++)
+    for (int c = 0; c < kMemCats; c++) t[d] += a.b[d][c];
+  return {narrow(t[(int)MemDomain::device]), narrow(t[(int)MemDomain::host])};
+}
+
+}  // namespace
+
+MemTotals engine_memory(const MemPlanInput& in) {
+  validate_plan_input(in);
+  Acc a;
+  add_engine(a, EngineGeometry(Layout(in.cfg, in.wrap).unit_numels(), in.world, 0, in.fsdp, in.compute));
+  return totals(a);
+}
+
+MemTotals step_memory(const MemPlanInput& in) {
+  validate_plan_input(in);
+  Acc a;
+  add_step(a, in);
+  return totals(a);
+}
+
+MemPlan memory_from_geometry(const MemPlanInput& in) {
+  validate_plan_input(in);
+  const EngineGeometry geo(Layout(in.cfg, in.wrap).unit_numels(), in.world, 0, in.fsdp, in.compute);
+  Acc a;
+  add_engine(a, geo);
+  add_step(a, in);
   MemPlan p;
   p.exact = in.sampling || !(in.compute == DType::BF16 && in.attention == AttentionPath::cudnn &&
                              !in.cudnn_workspace && !cuda::cudnn_attention_closed_form(in.T));

@@ -85,6 +85,16 @@ MemPlan plan_memory(const MemPlanInput& in);
 // The same figures in closed form, from the engine's geometry, the activation plan and the kernels' sizes.
 MemPlan memory_from_geometry(const MemPlanInput& in);
 
+// memory_from_geometry's two halves, which a search varies apart (src/plan/plan_search.h): what the engine
+// holds (its geometry's buffers: sharding, wrap, gather slots, offload of the states, reduce dtype) and what
+// one step of the model holds beside it (activations and workspace: recompute, B, T, activation offload).
+// Their sums equal memory_from_geometry's peaks (tests/sim/test_plan_search.cpp).
+struct MemTotals {
+  int64_t device = 0, host = 0;  // bytes per rank
+};
+MemTotals engine_memory(const MemPlanInput& in);
+MemTotals step_memory(const MemPlanInput& in);
+
 // The depth family searched by largest_model_that_fits: member dL has L layers, L heads of 64 channels,
 // C = 64*L (nanoGPT/llm.c's aspect ratio). It coincides with the presets d2, d4, d6 and d12; the GPT-2
 // medium/large/XL presets (d24, d36, d48) are narrower than the line and are reported beside it by the

@@ -1,0 +1,104 @@
+// See plan_report.h.
+#include "src/cli/plan_report.h"
+
+#include <cstdio>
+
+#include "src/core/check.h"
+#include "src/io/json_min.h"
+
+namespace gpt {
+namespace {
+
+std::string budget_text(const PlanBudget& b) {
+  auto size = [](int64_t x) { return x < 0 ? std::string("no limit") : format_bytes(x); };
+  if (b.one_ram) return str(size(b.device), " per rank (device and host are one RAM)");
+  return str(size(b.device), " device, ", size(b.host), " host per rank");
+}
+
+std::string stats_text(const PlanStats& s) {
+  return str("searched ", s.space, " configurations in ", s.search_s, " s: ", s.no_fit, " do not fit, ", s.dominated,
+             " dominated, ", s.bounded, " bounded out, ", s.priced, " priced (", s.bound_sims,
+             " more steps simulated for the compute bounds)");
+}
+
+std::string header_text(const PlanRequest& rq, const std::string& model) {
+  const MemPlanInput& b = rq.base;
+  return str("plan for ", model, " (", b.cfg.describe(), ") on ", b.world, " x ", rq.hw->name, " (", rq.hw->file,
+             "), total batch ", rq.total_batch, " tokens, T=", b.T, ", ", dtype_name(b.compute), " compute",
+             b.compute == DType::BF16 ? str(", attention ", attention_path_name(b.attention)) : std::string(),
+             "\nbudget ", budget_text(rq.budget), ", pre-flight margin (", 100 * rq.budget.margin, "% + ",
+             format_bytes(rq.budget.margin_bytes), ") included\n");
+}
+
+std::string row_text(int rank, const PlanCandidate& c, const PlanRequest& rq) {
+  char line[256];
+  const TimePlan& t = c.time;
+  std::snprintf(line, sizeof line, "%3d %13.1f %6.1f%% %10.2f %10.2f %12s %12s   ", rank, t.tokens_per_s, 100 * t.mfu,
+                1e3 * t.step_s, 1e3 * t.exposed_comm_s, format_bytes(t.device_peak).c_str(),
+                format_bytes(t.host_peak).c_str());
+  return line + c.choice.flags(rq.base.T, rq.total_batch) + "\n";
+}
+
+std::string candidate_json(int rank, const PlanCandidate& c, const PlanRequest& rq) {
+  const TimePlan& t = c.time;
+  const StepPhases& p = t.phases;
+  return str("{\"rank\": ", rank, ", \"flags\": ", json_quote(c.choice.flags(rq.base.T, rq.total_batch)),
+             ", \"tokens_per_s\": ", t.tokens_per_s, ", \"mfu\": ", t.mfu, ", \"step_s\": ", t.step_s,
+             ", \"exposed_comm_s\": ", t.exposed_comm_s, ", \"compute_bound_s\": ", c.bound_s,
+             ", \"device_peak_bytes\": ", t.device_peak, ", \"host_peak_bytes\": ", t.host_peak,
+             ", \"device_need_bytes\": ", c.device_need, ", \"host_need_bytes\": ", c.host_need,
+             ", \"phases_s\": {\"forward\": ", p.forward, ", \"recompute\": ", p.recompute, ", \"backward\": ", p.backward,
+             ", \"engine\": ", p.engine, ", \"copies\": ", p.copies, ", \"exposed_comm\": ", p.exposed_comm,
+             ", \"optimizer\": ", p.optimizer, ", \"host_wait\": ", p.host_wait, "}}");
+}
+
+}  // namespace
+
+std::string plan_text(const PlanRequest& rq, const PlanResult& r, const std::string& model) {
+  std::string out = header_text(rq, model) + stats_text(r.stats) + "\n";
+  out += "  # tokens/s (all)    MFU    step ms  exposed ms  device peak    host peak   flags\n";
+  for (size_t i = 0; i < r.top.size(); i++) out += row_text((int)i + 1, r.top[i], rq);
+  if (r.top.size() > 1)
+    out += "why: " + why_slower(r.top[0], r.top[1], 2) + "\n";
+  else
+    out += "why: nothing else fits that is not dominated or bounded out\n";
+  if (!r.sample.empty()) {
+    out += "drawn at random from the rest of the feasible space:\n";
+    for (const PlanCandidate& c : r.sample) out += row_text(0, c, rq);
+  }
+  for (const std::string& n : r.top[0].time.notes) out += "note: " + n + "\n";
+  for (const PlanCandidate& c : r.top)
+    if (c.choice.reduce == DType::BF16) {
+      out += "note: --reduce-dtype bf16 rounds every gradient once more on the wire; pin --reduce-dtype fp32 to keep "
+             "reductions exact\n";
+      break;
+    }
+  return out;
+}
+
+std::string plan_json(const PlanRequest& rq, const PlanResult& r, const std::string& model) {
+  const PlanStats& s = r.stats;
+  std::string top, sample;
+  for (size_t i = 0; i < r.top.size(); i++) top += str(i ? ", " : "", candidate_json((int)i + 1, r.top[i], rq));
+  for (size_t i = 0; i < r.sample.size(); i++) sample += str(i ? ", " : "", candidate_json(0, r.sample[i], rq));
+  const PlanBudget& b = rq.budget;
+  return str("{\"model\": ", json_quote(model), ", \"psi\": ", rq.base.cfg.num_params(), ", \"world\": ", rq.base.world,
+             ", \"T\": ", rq.base.T, ", \"total_batch\": ", rq.total_batch, ", \"hardware\": ", json_quote(rq.hw->name),
+             ", \"hardware_file\": ", json_quote(rq.hw->file), ", \"budget_device_bytes\": ", b.device,
+             ", \"budget_host_bytes\": ", b.host, ", \"one_ram\": ", b.one_ram ? "true" : "false",
+             ", \"stats\": {\"space\": ", s.space, ", \"no_fit\": ", s.no_fit, ", \"dominated\": ", s.dominated,
+             ", \"bounded\": ", s.bounded, ", \"priced\": ", s.priced, ", \"bound_sims\": ", s.bound_sims,
+             ", \"search_s\": ", s.search_s, "}, \"top\": [", top, "], \"sample\": [", sample, "], \"why\": ",
+             json_quote(r.top.size() > 1 ? why_slower(r.top[0], r.top[1], 2) : std::string()), "}\n");
+}
+
+std::string plan_auto_line(const PlanRequest& rq, const PlanResult& r) {
+  const PlanCandidate& c = r.top[0];
+  char pred[160];
+  std::snprintf(pred, sizeof pred, "predicted %.1f tokens/s, MFU %.1f%%, device peak %s", c.time.tokens_per_s,
+                100 * c.time.mfu, format_bytes(c.time.device_peak).c_str());
+  return str("--plan auto: ", c.choice.flags(rq.base.T, rq.total_batch), " (", pred, "; ", rq.hw->name, "; ",
+             r.stats.space, " configurations searched in ", r.stats.search_s, " s)");
+}
+
+}  // namespace gpt
