@@ -26,7 +26,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SUBCOMMANDS = ["train", "eval", "sample", "tokenize", "bench", "export", "import", "memplan"]
+SUBCOMMANDS = ["train", "eval", "sample", "tokenize", "bench", "export", "import", "memplan", "plan"]
 # Flags the docs name that belong to other programs, or that the docs name as refused syntax. Each is
 # written here with the reason, so the list cannot grow silently.
 NOT_GPT_FLAGS = {

@@ -9,6 +9,7 @@
 #include "kernels/attention_rules.h"
 #include "src/cli/bench_micro.h"
 #include "src/cli/calibrate.h"
+#include "src/cli/plan_auto.h"
 #include "src/cli/commands.h"
 #include "src/cli/train_flags.h"
 #include "src/core/check.h"
@@ -161,8 +162,10 @@ int cmd_bench(int argc, char** argv, Communicator& world) {
   if (!f.has("--steps")) o.steps = 5;
   if (!f.has("--tokenizer")) o.tokenizer = "none";
   const bool json = f.on("--json"), levers = f.on("--compare-levers");
+  const bool plan = plan_auto_requested(f);
   f.finish();
   GPT_CHECK(o.steps >= 1, "--steps must be >= 1 for bench");
+  if (plan) apply_plan_auto(f, o, world);
   if (o.train_pattern.empty()) {  // random tokens
     collective_check(world, "bench data", [&] {
       if (world.rank() == 0) o.train_pattern = make_bench_shard(o, world.world(), o.steps + 1);

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "src/cli/commands.h"
+#include "src/cli/plan_auto.h"
 #include "src/cli/train_flags.h"
 #include "src/core/check.h"
 #include "src/dist/collective_check.h"
@@ -23,6 +24,7 @@ int cmd_train(int argc, char** argv, Communicator& world) {
   }
   TrainOptions o = parse_train_flags(f, "d6");
   f.required("--train");
+  const bool plan = plan_auto_requested(f);
   f.finish();
   // The watchdog covers start-up (collectives, loading a checkpoint) as well as the steps.
   watchdog::start(o.timeout_s, world.rank());
@@ -35,6 +37,7 @@ int cmd_train(int argc, char** argv, Communicator& world) {
       if (world.rank() == 0) lock = std::make_unique<RunLock>(o.out_dir);
     });
   }
+  if (plan) apply_plan_auto(f, o, world);
   Trainer t(o, world);
   t.run();
   watchdog::stop();

@@ -222,10 +222,10 @@ void add_rest(const PlanRequest& rq, const Space& s, PlanChoice rest, const std:
       }
   }
   for (size_t i = 0; i < fit.size(); i++) {
+    for (size_t j = 0; j < fit.size() && !fit[i].c.dominated_by; j++)
+      if (dominates(fit[j], fit[i])) fit[i].c.dominated_by = fit[j].c.choice;
     e.feasible.push_back(fit[i].c);
-    bool dominated = false;
-    for (size_t j = 0; j < fit.size() && !dominated; j++) dominated = dominates(fit[j], fit[i]);
-    if (dominated)
+    if (fit[i].c.dominated_by)
       st.dominated++;
     else
       e.frontier.push_back(fit[i].c);

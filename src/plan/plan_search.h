@@ -25,6 +25,7 @@
 //     when the bound reaches the K-th best step found (branch and bound: the top K are exact).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,7 @@ struct PlanCandidate {
   PlanChoice choice;
   int64_t device_need = 0, host_need = 0;  // the peaks with the margin
   double bound_s = 0;                      // the compute lower bound it was ordered by
+  std::optional<PlanChoice> dominated_by;  // rule 3 dropped it for this fitting one, no slower
   TimePlan time;                           // its simulated step
 };
 

@@ -1,0 +1,137 @@
+// See plan_auto.h.
+#include "src/cli/plan_auto.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+
+#include "kernels/cpu/ops.h"
+#include "src/backend/backend.h"
+#include "src/cli/attention_plan.h"
+#include "src/cli/calibrate.h"
+#include "src/cli/plan_flags.h"
+#include "src/cli/plan_report.h"
+#include "src/core/check.h"
+#include "src/dist/collective_check.h"
+#include "src/runtime/peak_cache.h"
+#include "src/runtime/runtime.h"
+#include "src/util/host_memory.h"
+#include "src/util/log.h"
+#include "src/util/paths.h"
+
+namespace gpt {
+namespace {
+
+std::string upper(std::string s) {
+  for (char& ch : s) ch = (char)std::toupper((unsigned char)ch);
+  return s;
+}
+
+// The datasheet file of the GPU this rank would run on, by its name.
+std::string gpu_datasheet(Communicator& world, const std::string& data_dir) {
+  const std::string name = upper(make_backend(DeviceKind::cuda, world.local_rank())->name());
+  const std::pair<const char*, const char*> table[] = {
+      {"H200", "h200.json"}, {"H100", "h100.json"}, {"A100-SXM4-80GB", "a100_80gb.json"},
+      {"A100 80GB", "a100_80gb.json"}, {"A100", "a100_40gb.json"}, {"V100", "v100_dgx2.json"}};
+  for (const auto& [part, file] : table)
+    if (name.find(part) != std::string::npos) return data_dir + "/hardware/" + file;
+  fail("--plan auto: no datasheet in ", data_dir, "/hardware for this GPU (", name, "); give --hardware FILE");
+}
+
+// This machine's calibration for `world`'s ranks, from the cache, made (collectively) when it lacks them.
+bool has_profile(const HardwareSpec& h, int ranks, int threads) {
+  bool compute = false, network = ranks == 1;
+  for (const ComputeProfile& p : h.profiles) compute = compute || (p.ranks == ranks && p.threads == threads);
+  for (const MeasuredNetwork& m : h.measured) network = network || m.ranks == ranks;
+  return compute && network;
+}
+
+bool is_this_machine(const HardwareSpec& h) {
+  return h.kind == "cpu" && h.cores == (int)sysconf(_SC_NPROCESSORS_ONLN) && h.name.find(cpu_model_name()) != std::string::npos;
+}
+
+std::string cpu_calibration(Communicator& world) {
+  const std::string peak = peak_cache_file();
+  GPT_CHECK(!peak.empty(), "--plan auto: no cache folder ($GPT_CACHE_DIR, $XDG_CACHE_HOME and $HOME are unset); give "
+            "--hardware FILE (gpt bench --calibrate --out FILE)");
+  const std::string file = (std::filesystem::path(peak).parent_path() / "cpu_hardware.json").string();
+  int ready = 0;  // rank 0 decides: 1 = the cache serves this run
+  collective_check(world, "--plan auto calibration cache", [&] {
+    if (world.rank() != 0) return;
+    if (!std::filesystem::exists(file)) return;
+    const HardwareSpec h = load_hardware(file);  // a corrupt cache is an error naming it
+    if (!is_this_machine(h)) {
+      std::filesystem::remove(file);  // another machine's: measured afresh below
+      return;
+    }
+    ready = has_profile(h, world.world(), cpu::max_threads()) ? 1 : 0;
+  });
+  ready = (int)world.all_reduce_max((double)ready);
+  if (!ready) {
+    log_rank0(world, "--plan auto: calibrating this machine at ", world.world(), " rank(s), once (cached in ", file,
+              "; delete it to measure again)");
+    run_calibration(world, file, false, false);
+  }
+  return file;
+}
+
+}  // namespace
+
+bool plan_auto_requested(Flags& f) {
+  const std::string p = f.str("--plan", "");
+  GPT_CHECK(p.empty() || p == "auto", "--plan: expected auto, got '", p, "'");
+  const std::string hw = f.str("--hardware", "");
+  GPT_CHECK(p == "auto" || hw.empty(), "--hardware is read only with --plan auto");
+  return p == "auto";
+}
+
+void apply_plan_auto(Flags& f, TrainOptions& o, Communicator& world) {
+  const DeviceKind dev = resolve_device(o.device);
+  std::string hw_path = f.str("--hardware", "");
+  PlanRequest rq;
+  rq.pins = parse_plan_pins(f);
+  collective_check(world, "--plan auto", [&] {
+    if (hw_path.empty() && dev == DeviceKind::cuda) hw_path = gpu_datasheet(world, o.data_dir);
+  });
+  if (hw_path.empty()) hw_path = cpu_calibration(world);
+  HardwareSpec hw;
+  PlanResult r;
+  collective_check(world, "--plan auto", [&] {
+    hw = load_hardware(hw_path);
+    GPT_CHECK((hw.kind == "gpu") == (dev == DeviceKind::cuda), "--plan auto: --hardware ", hw_path, " describes a ",
+              hw.kind, " but this run is on ", device_kind_name(dev));
+    rq.hw = &hw;
+    rq.base.cfg = o.model;
+    rq.base.world = world.world();
+    rq.base.T = o.T;
+    rq.base.compute = dev == DeviceKind::cuda ? DType::BF16 : DType::F32;
+    resolve_planned_attention(rq.base, o.attention, dev, false);
+    rq.total_batch = o.total_batch > 0 ? o.total_batch : (int64_t)o.B * o.T * world.world();
+    rq.ranks_per_node = world.local_size();
+    rq.threads_per_rank = dev == DeviceKind::cpu ? cpu::max_threads() : 0;
+    rq.budget = parse_plan_budget("", hw, world.local_size());
+    if (!rq.budget.one_ram) {  // the pinned buffers of offload come out of this node's host memory
+      const HostMemory h = host_memory_available();
+      rq.budget.host = h.available == INT64_MAX ? -1 : h.available / std::max(1, world.local_size());
+    }
+    rq.top = 1;
+    r = search_plans(rq);
+  });
+  const PlanChoice& c = r.top[0].choice;
+  o.fsdp.strategy = c.strategy;
+  o.fsdp.shard_group = c.strategy == ShardStrategy::hybrid ? c.shard_group : 0;
+  o.fsdp.gather_slots = c.gather_slots;
+  o.fsdp.no_sync = c.no_sync;
+  o.fsdp.offload = c.offload.states;
+  o.fsdp.reduce_dtype = c.reduce;
+  o.offload_activations = c.offload.activations;
+  o.recompute = c.recompute;
+  o.wrap = c.wrap;
+  o.B = c.B;
+  o.total_batch = rq.total_batch;
+  log_rank0(world, plan_auto_line(rq, r));
+}
+
+}  // namespace gpt

@@ -1,0 +1,93 @@
+// `gpt plan` and `--plan auto` as a user meets them: the report parses and its first choice runs, explicit
+// flags are kept, the calibration cache serves --plan auto on the cpu, and every mistake is one "error:" line
+// naming the flag or the file.
+#include <gtest/gtest.h>
+
+#include "tests/common/json_lite.h"
+#include "tests/common/test_paths.h"
+
+namespace gpt::test {
+namespace {
+
+std::string hw(const std::string& name) { return source_dir() + "/data/hardware/" + name; }
+
+void expect_one_error_line(const CliResult& r, const std::string& part) {
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("error: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(part), std::string::npos) << r.out;
+  const size_t at = r.out.find("error: ");
+  if (at != std::string::npos) {
+    EXPECT_EQ(r.out.find('\n', at), r.out.size() - 1) << r.out;
+  }
+}
+
+TEST(PlanCli, JsonReportOnTheA100File) {
+  CliResult r = run_gpt("plan --config d12 --world 8 -T 1024 --total-batch 524288 --hardware " + hw("a100_80gb.json") +
+                        " --attention fused --top 4 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const JValue j = JsonParser(r.out).parse();
+  ASSERT_EQ(j.at("top").arr.size(), 4u);
+  double prev = 0;
+  for (const JValue& c : j.at("top").arr) {
+    EXPECT_GE(c.at("step_s").num, prev);
+    prev = c.at("step_s").num;
+    EXPECT_LE(c.at("device_need_bytes").num, j.at("budget_device_bytes").num);
+    EXPECT_NE(c.at("flags").str.find("--total-batch 524288"), std::string::npos);
+    EXPECT_GT(c.at("mfu").num, 0);
+    EXPECT_LT(c.at("mfu").num, 1);
+  }
+  const JValue& s = j.at("stats");
+  EXPECT_EQ(s.at("space").num, s.at("no_fit").num + s.at("dominated").num + s.at("bounded").num + s.at("priced").num);
+  EXPECT_NE(j.at("why").str.find("#2 is"), std::string::npos);
+}
+
+TEST(PlanCli, PinsAreKeptAndTheTableNamesThem) {
+  CliResult r = run_gpt("plan --config d6 --world 4 -T 256 --total-batch 8192 --hardware " + hw("h100.json") +
+                        " --shard hybrid --shard-group 2 --recompute selective -B 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("--shard hybrid --shard-group 2 --recompute selective"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" -B 2 -T 256 --total-batch 8192"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("--shard full"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("searched "), std::string::npos) << r.out;
+}
+
+TEST(PlanCli, BadInputIsOneLine) {
+  const std::string base = "plan --config d6 --world 4 -T 256 ";
+  expect_one_error_line(run_gpt(base + "--total-batch 8192 --hardware /nonexistent/hw.json"), "--hardware /nonexistent/hw.json");
+  expect_one_error_line(run_gpt(base + "--total-batch 1000 --hardware " + hw("h100.json")),
+                        "--total-batch 1000: must be a positive multiple of T x world = 256 x 4");
+  expect_one_error_line(run_gpt(base + "--total-batch 8192 --hardware " + hw("h100.json") + " --budget 100MiB"),
+                        "nothing fits the budget (100.00 MiB device");
+  expect_one_error_line(run_gpt(base + "--hardware " + hw("h100.json")), "--total-batch");
+  expect_one_error_line(run_gpt(base + "--total-batch 8192 --hardware " + hw("h100.json") + " --budget 1GiB,x"), "--budget");
+  expect_one_error_line(run_gpt("bench --config d2 --plan fast --steps 1"), "--plan: expected auto");
+  expect_one_error_line(run_gpt("bench --config d2 --hardware " + hw("h100.json") + " --steps 1"),
+                        "--hardware is read only with --plan auto");
+  expect_one_error_line(run_gpt("bench --config d2 --device cpu --plan auto --hardware " + hw("h100.json") + " --steps 1"),
+                        "describes a gpu but this run is on cpu");
+}
+
+// --plan auto on the cpu: the cached calibration (here a quick one, made first) serves the run without a new
+// measurement; the chosen -B and the pins show in the run's own report.
+TEST(PlanCli, PlanAutoRunsFromTheCachedCalibration) {
+  const std::string dir = scratch_dir();
+  ScopedEnv cache("GPT_CACHE_DIR", dir);
+  ScopedEnv threads("OMP_NUM_THREADS", "1");
+  ASSERT_EQ(run_gpt("bench --calibrate --quick --out " + dir + "/cpu_hardware.json").code, 0);
+  CliResult r = run_gpt("bench --config d2 --vocab 257 -T 64 --total-batch 512 --steps 1 --device cpu --plan auto "
+                        "--recompute selective");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("calibrating"), std::string::npos) << r.out;
+  const size_t at = r.out.find("--plan auto: --shard ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+  EXPECT_NE(line.find("--recompute selective"), std::string::npos) << line;
+  const size_t b = line.find(" -B ");
+  ASSERT_NE(b, std::string::npos) << line;
+  const std::string B = line.substr(b + 4, line.find(' ', b + 4) - b - 4);
+  EXPECT_NE(r.out.find("B=" + B + " T=64"), std::string::npos) << r.out;  // what bench then ran
+  EXPECT_NE(r.out.find("recompute=selective"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace gpt::test
