@@ -4,10 +4,11 @@ others drawn from the feasible space (gpt plan --sample), each measured with gpt
 Checks, per scenario, that the plan's first choice is within 10% of the best measured tokens/s and that the
 best measured is in the plan's top 3.
 
-  scripts/scaling/plan_check.py [--rounds 3] [--steps 2] [--out DIR] [--quick]
+  scripts/scaling/plan_check.py [--rounds 5] [--steps 4] [--out DIR] [--quick]
 Writes OUT/plan_check.csv, OUT/plan_check.md and OUT/plan_check.png (run log and hardware file in OUT/work/).
 The hardware file is this machine's calibration at 1 rank x 2 threads and 2 ranks x 1 thread, made first.
 """
+import math
 import random
 import statistics
 
@@ -29,16 +30,19 @@ VOCAB = ["--vocab", str(c.BYTE_VOCAB)]
 
 def parse():
     p = c.base_parser(NAME, __doc__.splitlines()[0])
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--steps", type=int, default=2, help="timed steps per gpt bench (after its warm-up step)")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--steps", type=int, default=4, help="least timed steps per gpt bench (after its warm-up step)")
+    p.add_argument("--seconds", type=float, default=2.0,
+                   help="timed seconds each gpt bench aims for: its steps are raised to this at the predicted speed, "
+                        "so that a fast candidate is not timed over a few milliseconds")
     p.add_argument("--top", type=int, default=5)
     p.add_argument("--others", type=int, default=5, help="candidates drawn from the rest of the feasible space")
     a = p.parse_args()
     a.scenarios = SCENARIOS
     if a.quick:  # one scenario, 2 + 1 candidates, one round, a quick calibration
-        a.scenarios, a.rounds, a.steps, a.top, a.others = SCENARIOS[4:5], 1, 1, 2, 1
-    if a.rounds < 1 or a.steps < 1 or a.top < 3 and not a.quick or a.others < 0:
-        raise c.UserError("--rounds and --steps must be >= 1, --top >= 3, --others >= 0")
+        a.scenarios, a.rounds, a.steps, a.top, a.others, a.seconds = SCENARIOS[4:5], 1, 1, 2, 1, 0
+    if a.rounds < 1 or a.steps < 1 or a.top < 3 and not a.quick or a.others < 0 or a.seconds < 0:
+        raise c.UserError("--rounds and --steps must be >= 1, --top >= 3, --others >= 0, --seconds >= 0")
     a.gpt = c.check_gpt(a.gpt)
     c.check_ranks([2], "scenarios", c.MAX_RANKS, a.mpiexec)
     return a
@@ -86,11 +90,19 @@ def least_budget(a, hw, sc, log, hi):
     return hi
 
 
-def measure(a, sc, flags, log, cache):
+def steps_for(a, sc, predicted_tokens_per_s):
+    """Timed steps for about a.seconds at the predicted speed, and at least a.steps."""
+    _, _, _, T, seqs, _ = sc
+    return max(a.steps, math.ceil(a.seconds * predicted_tokens_per_s / (seqs * T)))
+
+
+def measure(a, sc, x, log, cache):
     name, cfg, n, T, seqs, _ = sc
+    flags = x["flags"]
     env = env_for(n)
     env["GPT_CACHE_DIR"] = cache
-    argv = [a.gpt, "bench", "--config", cfg, *VOCAB, *flags.split(), "--steps", str(a.steps), "--json"]
+    x["steps"] = steps_for(a, sc, x["tokens_per_s"])
+    argv = [a.gpt, "bench", "--config", cfg, *VOCAB, *flags.split(), "--steps", str(x["steps"]), "--json"]
     rc, _, txt = c.run(c.launch(a, n, argv), env, a.timeout, log)
     j = c.last_json(txt) if rc == 0 else None
     if j is None:
@@ -124,15 +136,19 @@ def verdicts(plans):
         within = first["measured_median"] / best["measured_median"]
         best_rank = best["rank"] if best["source"].startswith("plan") else None
         ok = within >= 0.9 and best_rank is not None and best_rank <= 3
+        # whether the rounds can tell the best from the plan's first at all: their ranges over rounds overlap
+        overlap = min(first["measured"]) <= max(best["measured"]) and min(best["measured"]) <= max(first["measured"])
         checks.append({"scenario": p["scenario"][0], "budget_bytes": p["budget"] or "none",
                        "plan_first": first["flags"], "first_over_best": round(within, 3),
-                       "best_measured": best["source"], "search_s": round(p["plan"]["stats"]["search_s"], 3),
+                       "best_measured": best["source"], "first_and_best_ranges_overlap": "yes" if overlap else "no",
+                       "search_s": round(p["plan"]["stats"]["search_s"], 3),
                        "space": p["plan"]["stats"]["space"], "pass": "yes" if ok else "NO"})
         for x in p["cands"]:
             rows.append({"scenario": p["scenario"][0], "source": x["source"], "flags": x["flags"],
                          "predicted_tokens_per_s": round(x["tokens_per_s"], 1),
                          "measured_tokens_per_s": round(x["measured_median"], 1),
                          "measured_min": round(min(x["measured"]), 1), "measured_max": round(max(x["measured"]), 1),
+                         "timed_steps": x["steps"],
                          "device_need_bytes": x["device_need_bytes"]})
     return rows, checks
 
@@ -190,7 +206,7 @@ def main():
     for r in range(a.rounds):
         rng.shuffle(jobs)  # interleaved: every round measures every candidate, in a new order
         for i, (p, x) in enumerate(jobs):
-            x["measured"].append(measure(a, p["scenario"], x["flags"], log, cache))
+            x["measured"].append(measure(a, p["scenario"], x, log, cache))
             c.progress(f"round {r + 1}/{a.rounds} run {i + 1}/{len(jobs)}: {p['scenario'][0]} {x['source']}: "
                        f"{x['measured'][-1]:.0f} tokens/s (predicted {x['tokens_per_s']:.0f})")
     for x in (x for _, x in jobs):
@@ -200,12 +216,14 @@ def main():
     c.write_csv(out / "plan_check_verdicts.csv", checks, list(checks[0].keys()))
     firsts = {ch["plan_first"] for ch in checks}
     lines = [f"# gpt plan on this machine: {len(plans)} scenarios, {a.rounds} interleaved round(s) of gpt bench "
-             f"({a.steps} timed steps each)", "",
+             f"(timed steps: about {a.seconds:g} s at the predicted speed, at least {a.steps})", "",
              "Each scenario: a model, a rank count and a per-rank memory budget (a fraction of what the "
              "unconstrained plan's first choice needs, pre-flight margin included). The plan's top "
              f"{a.top} and {a.others} others drawn at random from the feasible space (`gpt plan --sample`) are "
              "measured; the check is that the plan's first is within 10% of the best measured and that the best "
-             "measured is in the plan's top 3.", "",
+             "measured is in the plan's top 3. `first_and_best_ranges_overlap` says whether the plan's first and the "
+             "best measured overlap in their range over the rounds (when they do, the rounds cannot order the two).",
+             "",
              table(checks), "",
              f"Distinct first choices over the scenarios: {len(firsts)} of {len(checks)}.", "",
              "Every candidate (tokens/s over all ranks):", "", table(rows), "",

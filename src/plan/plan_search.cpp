@@ -38,8 +38,9 @@ std::vector<T> pinned_or(const std::optional<T>& pin, std::vector<T> all) {
 std::vector<std::pair<ShardStrategy, int>> strategies(const PlanRequest& rq) {
   const int N = rq.base.world;
   std::vector<std::pair<ShardStrategy, int>> all;
-  if (N == 1) {
-    all = {{ShardStrategy::full, 0}, {ShardStrategy::none, 0}};
+  if (N == 1) {  // full and none are one program at one rank (G = 1): none is searched only when pinned
+    all = {{ShardStrategy::full, 0}};
+    if (rq.pins.strategy && *rq.pins.strategy == ShardStrategy::none) all = {{ShardStrategy::none, 0}};
   } else {
     all = {{ShardStrategy::full, 0}, {ShardStrategy::grad_op, 0}, {ShardStrategy::none, 0}};
     for (int G = 2; G < N; G++)
@@ -190,6 +191,14 @@ bool dominates(const Fit& j, const Fit& i) {
          a.gather_slots >= b.gather_slots;
 }
 
+// One rank with the states on the device gathers nothing and reduces nothing (resident parameters, direct
+// gradients: geometry.h), so the wrap and the gather slots change no op of its step: every such candidate runs
+// the program of the first wrap and slot count searched, which stands for them all.
+bool same_program_as_another(const PlanRequest& rq, const Space& s, const PlanChoice& c) {
+  if (rq.base.world != 1 || c.offload.states != OffloadMode::none) return false;
+  return !(c.wrap == s.wraps.front()) || c.gather_slots != s.slots.front();
+}
+
 // The (gather slots, recompute, offload) choices of one rest: which fit, and which of those no other dominates.
 void add_rest(const PlanRequest& rq, const Space& s, PlanChoice rest, const std::vector<int>& slots,
               const std::vector<double>& bounds, const StepMemory& step, Enumerated& e, PlanStats& st) {
@@ -199,11 +208,12 @@ void add_rest(const PlanRequest& rq, const Space& s, PlanChoice rest, const std:
     std::map<int, std::optional<MemTotals>> engine = engine_memories(rq, s, rest);
     for (size_t r = 0; r < s.recomputes.size(); r++)
       for (const OffloadSet& o : s.offloads) {
-        st.space++;
         PlanCandidate c;
         c.choice = rest;
         c.choice.recompute = s.recomputes[r];
         c.choice.offload = o;
+        if (same_program_as_another(rq, s, c.choice)) continue;
+        st.space++;
         c.bound_s = bounds[r];
         const std::optional<MemTotals>& eng = engine[(int)o.states];
         const std::optional<MemTotals>& stp = step.of[r][o.activations ? 1 : 0];

@@ -8,10 +8,13 @@
 // x recompute (none, selective, every:4, every:2, full) x offload (none, optimizer, params, each with and
 // without activations; on a cpu hardware file none only) x wrap (blocks:K) x gather slots (1, 2, 3) x
 // micro-batch B (every divisor of the sequences each rank takes per step; accumulation makes up the rest) x
-// reduce dtype (fp32, bf16) x no-sync (with accumulation). One rank: strategies full and none, fp32, no
-// no-sync. Pins (plan_choice.h) fix any of them.
+// reduce dtype (fp32, bf16) x no-sync (with accumulation). One rank: strategy full, fp32, no no-sync. Pins
+// (plan_choice.h) fix any of them.
 //
 // Pruning, exact under the time model's structure, never by sampling:
+//  0. the same program: one rank with the states on the device gathers and reduces nothing (resident
+//     parameters, direct gradients), so strategy none, the wrap and the gather slots change no op of its step:
+//     only full, the first wrap and the first slot count are searched there.
 //  1. wraps: blocks:K is searched only for K = ceil(L/u), u = 1..L. Any other K has as many units as the
 //     next smaller such K' = ceil(L/ceil(L/K)) or more, and larger gather slots: K' is at least as fast and
 //     never larger. min-params:N groups the same equal blocks as some blocks:K.

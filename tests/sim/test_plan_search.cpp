@@ -155,6 +155,44 @@ TEST(PlanSearch, MoreSlotsLessRecomputeAndFewerOffloadsAreNeverSlower) {
     }
 }
 
+// The same program: at one rank with the states on the device, the strategy (none or full), the wrap and the
+// gather slots change no op of the step, so the search keeps one of each such family. Its premise on the time
+// model and the memory plan: every member plans the same memory, and prices the same step up to the order its
+// seconds are summed in (1e-12 of it). And the plan's top are
+// distinct programs: no two share recompute, offload and micro-batch.
+TEST(PlanSearch, OneRankOnTheDeviceKeepsOneCandidatePerProgram) {
+  const HardwareSpec hw = parse_hardware(kCpu, "cpu.json");
+  PlanRequest rq = request(hw, 4, 1, 4);
+  rq.top = 3;
+  rq.sample = 1000000;
+  const PlanResult r = search_plans(rq);
+  std::vector<PlanCandidate> all = r.top;
+  all.insert(all.end(), r.sample.begin(), r.sample.end());
+  for (size_t i = 0; i < all.size(); i++) {
+    EXPECT_EQ(all[i].choice.strategy, ShardStrategy::full);
+    EXPECT_EQ(all[i].choice.wrap.str(), "block");
+    EXPECT_EQ(all[i].choice.gather_slots, 1);
+    for (size_t j = 0; j < i; j++)
+      EXPECT_FALSE(all[j].choice.recompute.str() == all[i].choice.recompute.str() &&
+                   all[j].choice.B == all[i].choice.B && all[j].choice.offload.str() == all[i].choice.offload.str())
+          << all[i].choice.flags(rq.base.T, rq.total_batch);
+  }
+  PlanChoice kept;
+  kept.B = 2, kept.accum = 2, kept.gather_slots = 1;
+  const double t = step_of(rq, kept);
+  const int64_t peak = memory_from_geometry(kept.apply(rq.base)).device_peak;
+  for (const char* strategy : {"full", "none"})
+    for (const char* wrap : {"block", "blocks:2", "blocks:4"})
+      for (int k : {1, 2, 3}) {
+        PlanChoice same = kept;
+        same.strategy = FsdpOptions::parse_strategy(strategy);
+        same.wrap = WrapPolicy::parse(wrap);
+        same.gather_slots = k;
+        EXPECT_NEAR(step_of(rq, same), t, t * 1e-12) << strategy << " " << wrap << " " << k;
+        EXPECT_EQ(memory_from_geometry(same.apply(rq.base)).device_peak, peak) << strategy << " " << wrap << " " << k;
+      }
+}
+
 // Rule 1: at L = 12, blocks:5 has the units of blocks:4 (3 of them) with larger slots.
 TEST(PlanSearch, ASkippedWrapIsNoFasterThanTheOneKept) {
   const HardwareSpec hw = parse_hardware(kGpu, "gpu.json");
