@@ -17,10 +17,14 @@
 #                      attention path against PyTorch fp32 (and two bf16 runs as the noise floor) from the same
 #                      llm.c model file on the same tokens, within a derived bf16 bound; every attention path
 #                      against the others; `gpt memplan` == the ledger's peak of the same runs, to the byte
-#   bench        60 s  gpt bench d12 -B 16 -T 1024, one per attention path (`gpt train --help` lists them):
+#   bench        50 s  gpt bench d12 -B 16 -T 1024, one per attention path (`gpt train --help` lists them):
 #                      tokens/s, MFU; `gpt memplan --device cuda` against the bench's peak_device_mib, and
 #                      `gpt memplan --time --hardware data/hardware/h200.json` (the predicted ms/step beside the
 #                      measured one; recorded, not a gate)
+#   trace        10 s  3 steps of d12 -B 16 -T 1024 (byte tokens) with --trace: the device-timed trace (compute,
+#                      copy and comm streams as they ran), trace_d12_cuda.json in --out, beside the one the time
+#                      model predicts for that step on h200.json, trace_d12_predicted.json; the note counts
+#                      each track's spans (a gate: a trace with no device-timed compute span fails)
 #   torch_peer   50 s  scripts/bench_pytorch.py, the same model and batch at PyTorch's best: bf16 autocast,
 #                      SDPA (causal), fused AdamW, torch.compile when it compiled within 90 s (else eager)
 #   racecheck    35 s  compute-sanitizer --tool racecheck on the attention twin tests of our kernels (simple,
@@ -70,7 +74,8 @@ plan=(
   "build|120|cmake (CUDA on, MPI off, sm_$arch) + ninja -j\$(nproc) gpt test_cuda; torch.compile warms its cache meanwhile (<= 90 s)"
   "twins|75|test_cuda: CUDA ops and d2 training steps vs the CPU twin (no skips allowed)"
   "correctness|70|gpu_correctness.py: d12 B8 T256, 20 steps, gpt (each attention path) vs PyTorch fp32, derived bf16 bound; memplan == ledger"
-  "bench|60|gpt bench d12 -B 16 -T 1024 per attention path: tokens/s, MFU; memplan vs peak_device_mib; memplan --time (h200.json) vs ms/step"
+  "bench|50|gpt bench d12 -B 16 -T 1024 per attention path: tokens/s, MFU; memplan vs peak_device_mib; memplan --time (h200.json) vs ms/step"
+  "trace|10|gpt train d12 -B 16 -T 1024 --steps 3 --trace: the device-timed trace, and the predicted one (memplan --time --trace)"
   "torch_peer|50|bench_pytorch.py d12 -B 16 -T 1024: bf16 autocast, SDPA, fused AdamW, torch.compile if cached in time"
   "racecheck|35|compute-sanitizer racecheck, attention twin tests (skip only where the device is unsupported)"
   "d48|0|only with time left: gpt bench d48 -B 4 -T 1024 --recompute full, then + --offload optimizer"
@@ -425,6 +430,23 @@ for p in "${paths[@]}"; do
       "predicted ${pred_ms:-?} ms/step on data/hardware/h200.json, measured ${meas_ms:-?} ms/step$(awk -v p="$pred_ms" -v m="$meas_ms" 'BEGIN { if (p > 0 && m > 0) printf " (predicted/measured %.2f)", p / m }')"
   fi
 done
+
+# ---- 3b. the device-timed trace of d12 steps, beside the trace the time model predicts ------------------------
+if ((!have_gpt)); then
+  record trace failed "" 0 1 "not run: gpt was not built"
+else
+  "$gpt_bin" tokenize --tokenizer byte --input data/tinyshakespeare/input.txt --out "$work/ts_byte" >>"$log" 2>&1
+  run trace "$(until_end trace)" "$gpt_bin" train --device cuda --config d12 -B 16 -T 1024 --steps 3 --sample-tokens 0 \
+    --train "$work/ts_byte/train_*.bin" --trace "$out_dir/trace_d12_cuda.json"
+  trc=$run_rc
+  tsecs=$run_secs
+  timeout --kill-after=5 20 "$gpt_bin" memplan --device cuda --config d12 --vocab 256 -B 16 -T 1024 --time \
+    --hardware data/hardware/h200.json --trace "$out_dir/trace_d12_predicted.json" >>"$log" 2>&1
+  tnote=$(report trace "$out_dir/trace_d12_cuda.json" 2>&1)
+  tok=$?
+  record trace "$( ((trc == 0 && tok == 0)) && echo ok || status_of $( ((trc != 0)) && echo $trc || echo 1))" "$trc" \
+    "$tsecs" 1 "$tnote"
+fi
 
 if ((py_ok != 0)); then
   record torch_peer failed "" 0 0 "not run: $py_note"

@@ -8,6 +8,8 @@ line and one JSON object, and write the summary.
                                            `gpt memplan --json`'s device peak against `gpt bench --json`'s
   gpu_check_report.py racecheck OUT RC     compute-sanitizer racecheck: ok | failed | timeout | skipped (JSON)
   gpu_check_report.py field JSON_FILE KEY  one top-level field of a JSON file, as text
+  gpu_check_report.py trace TRACE_JSON     spans per track of rank 0 in a --trace file, and the compute
+                                           stream's busy share of the last step (exit 1: no compute span)
   gpu_check_report.py summary --stages TSV --results DIR --out JSON [--gpu NAME --budget S --elapsed S]
                                            writes the summary JSON and prints the verdict line
 
@@ -150,6 +152,38 @@ def racecheck(text, rc):
     return {"status": status, "note": note, "errors": errors, "warnings": warnings, "gtest": g}
 
 
+def trace_tracks(path):
+    """Rank 0's spans per track name of a --trace file: {track: [(name, t0_us, t1_us), ...]}."""
+    doc = json.load(open(path))
+    names, open_spans, spans = {}, {}, {}
+    for e in doc["traceEvents"]:
+        if e.get("pid") != 0:
+            continue
+        if e["ph"] == "M" and e.get("name") == "thread_name":
+            names[e["tid"]] = e["args"]["name"]
+        elif e["ph"] == "B":
+            open_spans.setdefault(e["tid"], []).append((e["name"], e["ts"]))
+        elif e["ph"] == "E" and open_spans.get(e["tid"]):
+            n, t0 = open_spans[e["tid"]].pop()
+            spans.setdefault(e["tid"], []).append((n, t0, e["ts"]))
+    return {names.get(t, str(t)): v for t, v in spans.items()}
+
+
+def trace_note(path):
+    """One line: spans per track, and how much of the last step the compute stream was busy."""
+    tracks = trace_tracks(path)
+    counts = ", ".join(f"{k} {len(v)}" for k, v in sorted(tracks.items()))
+    compute = tracks.get("compute", [])
+    if not compute:
+        return False, f"{path}: no span on the compute track ({counts or 'no spans at all'})"
+    firsts = [t0 for n, t0, _ in compute if n == "forward embed"]
+    t0 = firsts[-1] if firsts else compute[0][1]
+    last = [(a, b) for _, a, b in compute if a >= t0]
+    end = max(b for _, b in last)
+    busy = sum(b - a for a, b in last)
+    return True, f"spans per track: {counts}; last step on the compute stream {1e-3 * (end - t0):.2f} ms, busy {100 * busy / max(end - t0, 1e-9):.0f}%"
+
+
 def fmt_tok(x):
     return f"{x / 1e3:.0f}k" if x >= 1e4 else f"{x:.0f}"
 
@@ -261,6 +295,13 @@ def main():
         except (OSError, ValueError):
             v = ""
         print(v if isinstance(v, str) else json.dumps(v))
+    elif cmd == "trace":
+        try:
+            ok, line = trace_note(a[1])
+        except (OSError, ValueError, KeyError) as e:
+            ok, line = False, f"{a[1]}: {e}"
+        print(line)
+        return 0 if ok else 1
     elif cmd == "summary":
         summary(a[1:])
     else:

@@ -23,6 +23,12 @@
 // which pre-multiplies each input by 1/N in the data type (in bf16 a biased factor unless N is a power of
 // two), so the FSDP engine reduces gradients with sum and divides in fp32 itself.
 // Errors: NCCL_CHECK on every call, plus ncclCommGetAsyncError after every launch and in wait().
+// Hangs: the host never blocks on a collective, so the communicator is a hang source of the watchdog
+// (src/util/watchdog.h): while the host polls the device it checks ncclCommGetAsyncError, names the oldest
+// collective in flight ("the all-gather of blocks3 (2 ranks)", the unit from the engine's label) should the
+// rank make no progress for --timeout, and aborts (ncclCommAbort).
+// Trace: each collective's span on the trace's "comm stream" track is timed on the device (a clock of the
+// comm stream, stream_clock.h), named by its kind and label.
 #ifdef GPT_WITH_NCCL
 
 #include <cuda_runtime.h>
@@ -31,17 +37,21 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <exception>
 #include <memory>
 #include <string>
 #include <utility>
 
 #include "src/backend/cuda/cuda_backend.h"
+#include "src/backend/cuda/stream_clock.h"
 #include "src/core/cuda_check.h"
 #include "src/dist/collective_check.h"
 #include "src/dist/comm_nccl.h"
 #include "src/dist/comm_volume.h"
 #include "src/dist/nccl_check.h"
+#include "src/util/trace.h"
+#include "src/util/watchdog.h"
 
 namespace gpt {
 namespace {
@@ -58,21 +68,39 @@ bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
 struct CommDestroy {
   void operator()(ncclComm* c) const { ncclCommDestroy(c); }
 };
-struct StreamDestroy {
-  void operator()(CUstream_st* s) const { cudaStreamDestroy(s); }
-};
 struct EventDestroy {
   void operator()(CUevent_st* e) const { cudaEventDestroy(e); }
 };
 using CommHandle = std::unique_ptr<ncclComm, CommDestroy>;
-using StreamHandle = std::shared_ptr<CUstream_st>;  // shared by a communicator and its splits
 using EventHandle = std::unique_ptr<CUevent_st, EventDestroy>;
+using SharedEvent = std::shared_ptr<CUevent_st>;  // a collective's "done": its Work's and its flight record's
 
 EventHandle make_event() {
   cudaEvent_t e = nullptr;
   CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   return EventHandle(e);
 }
+
+// The comm stream (high priority) and its trace clock, shared by a communicator and its splits; the clock is
+// bound to the trace's comm-stream track while the stream lives.
+struct CommStream {
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<cuda::EventClock> clock;
+  CommStream() {
+    int lowest = 0, highest = 0;  // numerically lower = higher priority
+    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
+    CUDA_CHECK(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, highest));
+    clock = std::make_unique<cuda::EventClock>(stream);
+    trace::bind_clock(trace::kCommStream, clock.get());
+  }
+  ~CommStream() {
+    clock.reset();  // unbinds it
+    cudaStreamDestroy(stream);
+  }
+  CommStream(const CommStream&) = delete;
+  CommStream& operator=(const CommStream&) = delete;
+};
+using StreamHandle = std::shared_ptr<CommStream>;
 
 // Throws the error NCCL recorded for `comm` while running earlier launches, if any.
 void check_async(ncclComm_t comm, const char* after) {
@@ -87,7 +115,7 @@ void check_async(ncclComm_t comm, const char* after) {
 // One launched collective: its "done" event on the comm stream and its ledger bytes.
 class NcclWork : public Work {
  public:
-  NcclWork(EventHandle done, cudaStream_t compute, ncclComm_t comm, CommLedger* ledger, int64_t bytes,
+  NcclWork(SharedEvent done, cudaStream_t compute, ncclComm_t comm, CommLedger* ledger, int64_t bytes,
            Communicator* owner)
       : done_(std::move(done)), compute_(compute), comm_(comm), ledger_(ledger), bytes_(bytes), owner_(owner) {}
   ~NcclWork() override {
@@ -109,7 +137,7 @@ class NcclWork : public Work {
   }
 
  private:
-  EventHandle done_;
+  SharedEvent done_;
   cudaStream_t compute_;
   ncclComm_t comm_;
   CommLedger* ledger_;
@@ -132,17 +160,19 @@ class NcclCommunicator final : public Communicator {
     world_ = host_->world();
     GPT_CHECK(nccl_rank == rank_ && nccl_world == world_, "nccl: NCCL rank ", nccl_rank, " of ", nccl_world,
               " does not match MPI rank ", rank_, " of ", world_);
-    if (!stream_) {
-      int lowest = 0, highest = 0;  // numerically lower = higher priority
-      CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
-      cudaStream_t s = nullptr;
-      CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, highest));
-      stream_.reset(s, StreamDestroy{});
-    }
+    if (!stream_) stream_ = std::make_shared<CommStream>();
     ready_ = make_event();
+    hang_source_ = watchdog::add_hang_source({[this] {
+                                                if (comm_) check_async(comm_.get(), "a device wait");
+                                              },
+                                              [this] { return oldest_in_flight(); },
+                                              [this] {
+                                                if (comm_) ncclCommAbort(comm_.release());
+                                              }});
   }
   ~NcclCommunicator() override {
-    if (stream_) cudaStreamSynchronize(stream_.get());  // no throwing here: errors are ignored
+    watchdog::remove_hang_source(hang_source_);
+    if (stream_) cudaStreamSynchronize(stream_->stream);  // no throwing here: errors are ignored
   }
 
   std::string name() const override { return "nccl"; }
@@ -171,18 +201,40 @@ class NcclCommunicator final : public Communicator {
  private:
   // Orders the comm stream after the compute stream, runs `enqueue` (the NCCL call) on the comm stream,
   // records the launch in the ledger and returns the Work that orders the compute stream after it.
+  // `kind_name` ("all-gather") and the label name its trace span and its flight record.
   template <typename Enqueue>
-  WorkPtr start(CollKind kind, int64_t bytes, const char* what, const Enqueue& enqueue) {
+  WorkPtr start(CollKind kind, int64_t bytes, const char* what, const char* kind_name, const Enqueue& enqueue) {
     GPT_CHECK(comm_, "nccl ", what, ": the communicator was aborted");
-    EventHandle done = make_event();
+    const std::string label = take_label();
+    SharedEvent done(make_event().release(), EventDestroy{});
     CUDA_CHECK(cudaEventRecord(ready_.get(), compute_));
-    CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), ready_.get(), 0));
+    CUDA_CHECK(cudaStreamWaitEvent(stream_->stream, ready_.get(), 0));
+    trace::begin(trace::kCommStream, label.empty() ? std::string(kind_name) : str(kind_name, " ", label), "comm");
     enqueue();
+    trace::end(trace::kCommStream);
     check_async(comm_.get(), what);
-    CUDA_CHECK(cudaEventRecord(done.get(), stream_.get()));
+    CUDA_CHECK(cudaEventRecord(done.get(), stream_->stream));
     ledger_.record(kind, bytes);
     ledger_.add_in_flight(bytes);
+    drop_finished_flights();
+    flights_.push_back({watchdog::next_issue_order(), done,
+                        str("the ", kind_name, label.empty() ? "" : " of " + label, " (", world_, " ranks)")});
     return std::make_unique<NcclWork>(std::move(done), compute_, comm_.get(), &ledger_, bytes, this);
+  }
+
+  // Collectives issued and not known to be done, oldest first (the comm stream runs them in that order).
+  struct Flight {
+    uint64_t order;
+    SharedEvent done;
+    std::string what;
+  };
+  void drop_finished_flights() {
+    while (!flights_.empty() && cudaEventQuery(flights_.front().done.get()) == cudaSuccess) flights_.pop_front();
+  }
+  watchdog::InFlight oldest_in_flight() {
+    drop_finished_flights();
+    if (flights_.empty()) return {};
+    return {flights_.front().order, flights_.front().what};
   }
 
   std::unique_ptr<Communicator> host_;
@@ -192,6 +244,8 @@ class NcclCommunicator final : public Communicator {
   StreamHandle stream_;   // the comm stream
   EventHandle ready_;     // re-recorded on the compute stream at every launch
   int rank_ = 0, world_ = 1;
+  std::deque<Flight> flights_;
+  int hang_source_ = 0;
 };
 
 WorkPtr NcclCommunicator::all_gather_async(void* out, const void* in, size_t count, DType dt) {
@@ -200,8 +254,8 @@ WorkPtr NcclCommunicator::all_gather_async(void* out, const void* in, size_t cou
   GPT_CHECK(in_place || !overlaps(out, world_ * bytes, in, bytes), "nccl all_gather: `in` overlaps `out` ",
             "but is not out + rank*count, the only aliasing allowed");
   // out (world*count) = concat over ranks of in (count); NCCL runs in place when in == out + rank*count
-  return start(CollKind::all_gather, ring_all_gather_bytes(count, dt, world_), "ncclAllGather", [&] {
-    NCCL_CHECK(ncclAllGather(in, out, count, nccl_type(dt), comm_.get(), stream_.get()));
+  return start(CollKind::all_gather, ring_all_gather_bytes(count, dt, world_), "ncclAllGather", "all-gather", [&] {
+    NCCL_CHECK(ncclAllGather(in, out, count, nccl_type(dt), comm_.get(), stream_->stream));
   });
 }
 
@@ -212,16 +266,16 @@ WorkPtr NcclCommunicator::reduce_scatter_async(void* out, const void* in, size_t
             " elements) overlaps `in` (world*count elements) but is not in + rank*count; use separate buffers");
   // out (count) = reduce over ranks of in[rank*count .. (rank+1)*count); in is (world*count)
   return start(CollKind::reduce_scatter, ring_reduce_scatter_bytes(count, dt, world_), "ncclReduceScatter",
-               [&] {
+               "reduce-scatter", [&] {
                  NCCL_CHECK(ncclReduceScatter(in, out, count, nccl_type(dt), nccl_op(op), comm_.get(),
-                                              stream_.get()));
+                                              stream_->stream));
                });
 }
 
 WorkPtr NcclCommunicator::all_reduce_async(void* buf, size_t count, DType dt, ReduceOp op) {
   // buf (count) = reduce over ranks of buf, in place
-  return start(CollKind::all_reduce, ring_all_reduce_bytes(count, dt, world_), "ncclAllReduce", [&] {
-    NCCL_CHECK(ncclAllReduce(buf, buf, count, nccl_type(dt), nccl_op(op), comm_.get(), stream_.get()));
+  return start(CollKind::all_reduce, ring_all_reduce_bytes(count, dt, world_), "ncclAllReduce", "all-reduce", [&] {
+    NCCL_CHECK(ncclAllReduce(buf, buf, count, nccl_type(dt), nccl_op(op), comm_.get(), stream_->stream));
   });
 }
 
@@ -230,8 +284,8 @@ void NcclCommunicator::broadcast(void* buf, size_t bytes, int root) {
   GPT_CHECK(root >= 0 && root < world_, "nccl broadcast: root ", root, " is not a rank of this group (0..",
             world_ - 1, ")");
   // buf (bytes) = root's buf
-  start(CollKind::broadcast, ring_broadcast_bytes(bytes, world_), "ncclBroadcast", [&] {
-    NCCL_CHECK(ncclBroadcast(buf, buf, bytes, ncclUint8, root, comm_.get(), stream_.get()));
+  start(CollKind::broadcast, ring_broadcast_bytes(bytes, world_), "ncclBroadcast", "broadcast", [&] {
+    NCCL_CHECK(ncclBroadcast(buf, buf, bytes, ncclUint8, root, comm_.get(), stream_->stream));
   })->wait();
 }
 

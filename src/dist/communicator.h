@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "src/core/dtype.h"
 #include "src/dist/comm_ledger.h"
@@ -74,10 +75,21 @@ class Communicator {
   // Ends every rank's run after a fatal error on this one (MPI_Abort / ncclCommAbort).
   virtual void abort(int code) = 0;
 
+  // What the next collective is for (the FSDP engine names the unit, "blocks3", before each of its
+  // collectives); taken by that collective, so a later one without a label has none. The NCCL communicator
+  // names the collective's span on the trace's comm-stream track and, should it hang, the hang message with
+  // it; the simulated one its predicted span.
+  void set_label(std::string what) { label_ = std::move(what); }
+
   CommLedger& ledger() { return ledger_; }
 
  protected:
+  std::string take_label() { return std::exchange(label_, std::string()); }
+
   CommLedger ledger_;
+
+ private:
+  std::string label_;
 };
 
 // The process-wide world communicator: "mpi" when launched under mpirun with more than one rank (or when

@@ -156,6 +156,7 @@ std::vector<float> FsdpEngine::gather_unit_to_host(int u) {
     auto* out = static_cast<float*>(be_.alloc(full.size() * sizeof(float), MemCat::workspace));
     be_.copy_h2d(in, mine.data(), mine.size() * sizeof(float));
     be_.synchronize();
+    shard_comm_->set_label(layout_.unit(u).name);
     shard_comm_->all_gather(out, in, (size_t)g.shard_numel, DType::F32);
     be_.copy_d2h(full.data(), out, full.size() * sizeof(float));
     be_.synchronize();

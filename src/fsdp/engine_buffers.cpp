@@ -11,7 +11,7 @@ namespace gpt {
 
 namespace {
 // Calls f(spec, member) for every buffer of the geometry, in allocation order: per unit the states' then the
-// gradient side's, the gather slots, the states' staging, then per gradient slot the gradient side's and the
+// gradient side's, the gather slots, the upload stages, the states' staging, then per gradient slot the gradient side's and the
 // states' host copy.
 template <class F>
 void for_each_buffer(const EngineGeometry& g, F&& f) {
@@ -20,6 +20,7 @@ void for_each_buffer(const EngineGeometry& g, F&& f) {
     GradSide::unit_buffers(g, u, f);
   }
   for (int i = 0; i < g.gather_slots(); i++) ParamSide::slot_buffers(g, i, f);
+  for (int i = 0; i < g.upload_stages(); i++) ParamSide::stage_buffers(g, i, f);
   StateStore::staging_buffers(g, f);
   for (int i = 0; i < g.grad_slots; i++) {
     GradSide::slot_buffers(g, i, f);

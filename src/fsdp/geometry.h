@@ -24,6 +24,8 @@
 //  - Direct grads: one rank and no offload: backward accumulates straight into the grad shards.
 //  - Gather slots: [0] the root unit (Layout::root_unit); then K rotating slots sized for the largest other unit
 //    (--gather-slots), or one per non-root unit under grad_op (forward's gather is kept until backward).
+//  - Upload stages (offload params): [0] the root's shard, then one more than the rotating slots sized for the
+//    largest other shard: the upload of a unit runs one unit ahead of its gather (param_side.h).
 //  - Inference (eval, sample): the fp32 param shards only, no gradient or Adam state and no gradient slots.
 //  - Gradient slots: [0] the root's, then 2 rotating ones, each a full-unit fp32 buffer (none with --no-sync,
 //    whose per-unit accumulators take their place), plus the reduce-scatter output (G > 1), the bf16 send and
@@ -55,7 +57,7 @@ enum class EngineBuffer {
   compute_copy,                 // (shard = padded, G = 1) compute dtype: what the model reads (compute copy)
   nosync_acc,                   // (padded) fp32: the unit's --no-sync gradient accumulator
   slot_data,                    // (padded) compute dtype: a gathered unit
-  slot_stage_f32,               // (shard) fp32: host -> device staging of the shard (offload params)
+  upload_stage,                 // (shard) fp32: a unit's shard uploaded from the host (offload params)
   slot_stage_c,                 // (shard) compute dtype: the all-gather's input (bf16 compute)
   refresh_stage,                // (max shard) fp32: staging to refresh param_dev (offload optimizer, bf16)
   grad_data,                    // (padded) fp32: a unit's full gradient
@@ -110,6 +112,8 @@ class EngineGeometry {
   // Sizes of slot i ([0] root, the others for the largest non-root unit).
   int64_t slot_padded(int i) const { return i == 0 ? units[0].padded : max_padded; }
   int64_t slot_shard(int i) const { return i == 0 ? units[0].shard_numel : max_shard; }
+  // Offload params: [0] the root's upload stage, then rotating_slots + 1 for the others (0 without).
+  int upload_stages() const { return opt.offload == OffloadMode::params ? 2 + rotating_slots : 0; }
   int64_t shard_elems() const;  // parameters this rank owns: the sum of the shards
   int64_t psi() const;          // the model's parameters, unpadded
   // Bytes of model states per owned parameter: fp32 param, grad, Adam m and v (16), or the param alone

@@ -75,7 +75,9 @@ void GradSide::grad_ready(int u) {
   g.owner = u;
   g.reducing = true;
   if (geo_.opt.no_sync) g.src = s.nosync_acc;
-  trace::begin(trace::kReduceSlot0 + i, (geo_.group > 1 ? "reduce-scatter " : "all-reduce ") + name(u), "comm");
+  // On GPU ranks the comm stream's own track shows the collective as it ran (the trace's device time).
+  if (!trace::device_timed(trace::kCommStream))
+    trace::begin(trace::kReduceSlot0 + i, (geo_.group > 1 ? "reduce-scatter " : "all-reduce ") + name(u), "comm");
   start_reduction(g, u);
   pending_.push_back(i);
   changed_();
@@ -85,6 +87,8 @@ void GradSide::grad_ready(int u) {
 // right behind it.
 void GradSide::start_reduction(Slot& g, int u) {
   const UnitGeometry& ug = geo_.units[u];
+  // The collective below: a reduce-scatter over the shard group, or an all-reduce over the replicas (G = 1).
+  (geo_.group > 1 ? shard_comm_ : replica_comm_).set_label(name(u));
   if (geo_.bf16_reduce) {
     be_.f32_to_bf16(g.send_bf16, g.src, (size_t)ug.padded);  // (padded) fp32 -> bf16, nearest-even
     if (geo_.group > 1)
@@ -98,6 +102,7 @@ void GradSide::start_reduction(Slot& g, int u) {
     g.work = replica_comm_.all_reduce_async(g.src, (size_t)ug.padded, DType::F32, ReduceOp::sum);
   }
   if (geo_.group > 1 && replica_comm_.world() > 1 && shard_comm_.stream_ordered()) {
+    replica_comm_.set_label(name(u));
     void* out = geo_.bf16_reduce ? g.recv_bf16 : static_cast<void*>(g.rs_out);  // (shard) the reduce-scatter's result
     g.replica_work = replica_comm_.all_reduce_async(out, (size_t)ug.shard_numel,
                                                     geo_.bf16_reduce ? DType::BF16 : DType::F32, ReduceOp::sum);
@@ -113,7 +118,7 @@ void GradSide::complete_reduction(Slot& g) {
     g.work.reset();
   }
   float* reduced = reduced_f32(g);
-  trace::end(trace::kReduceSlot0 + index(g));
+  if (!trace::device_timed(trace::kCommStream)) trace::end(trace::kReduceSlot0 + index(g));
   store_.add_reduced(index(g), u, reduced);
   if (g.src == s.nosync_acc) {
     store_.release_copy_source(index(g));  // when G = 1 the copy reads the accumulator itself
@@ -135,6 +140,7 @@ float* GradSide::reduced_f32(Slot& g) {
     g.replica_work->wait();
     g.replica_work.reset();
   } else if (sharded && replica_comm_.world() > 1) {
+    replica_comm_.set_label(name(g.owner));
     replica_comm_.all_reduce(out, n, bf16 ? DType::BF16 : DType::F32, ReduceOp::sum);
   }
   if (bf16) be_.bf16_to_f32(f32, out, n);

@@ -21,6 +21,9 @@ ParamSide::ParamSide(Backend& be, Communicator& shard_comm, const Layout& layout
   slots_.resize(geo_.gather_slots());
   for (int i = 0; i < (int)slots_.size(); i++)
     slot_buffers(geo_, i, [&](const BufferSpec& b, auto member) { store_.buffers().bind(b, slots_[i].*member); });
+  stages_.resize(geo_.upload_stages());
+  for (int i = 0; i < (int)stages_.size(); i++)
+    stage_buffers(geo_, i, [&](const BufferSpec& b, auto member) { store_.buffers().bind(b, stages_[i].*member); });
   for (Pass p : {Pass::forward, Pass::backward}) {
     std::vector<int> pos(units_.size(), -1);
     const std::vector<int>& order = layout_.pass_order(p);
@@ -49,19 +52,52 @@ void ParamSide::check_not_held(int u, const char* what) const {
   GPT_CHECK(!units_[u].held, "fsdp: ", what, " while unit ", name(u), " is held by the model (release it first)");
 }
 
+// Offload params: a free stage (the root's own, [0]) receives u's shard on the copy stream; nobody waits yet.
+int ParamSide::free_stage() const {
+  for (int k = 1; k < (int)stages_.size(); k++)
+    if (stages_[k].owner < 0) return k;
+  return -1;
+}
+
+void ParamSide::upload(int u) {
+  UnitParams& s = units_[u];
+  const int i = layout_.is_root(u) ? 0 : free_stage();
+  GPT_CHECK(i >= 0 && stages_[i].owner < 0, "fsdp: no free upload stage for unit ", name(u));
+  stages_[i].owner = u;
+  s.stage = i;
+  s.upload = store_.upload_param(u, stages_[i].data);
+}
+
+const float* ParamSide::uploaded(int u) {
+  UnitParams& s = units_[u];
+  if (s.stage < 0) upload(u);
+  be_.wait_copy_device(s.upload);  // the compute stream, here only: where what reads the upload is queued
+  return stages_[s.stage].data;
+}
+
+void ParamSide::release_stage(int u) {
+  UnitParams& s = units_[u];
+  if (s.stage < 0) return;
+  stages_[s.stage].owner = -1;
+  s.stage = -1;
+  s.upload = 0;
+}
+
+// This rank's shard in the compute dtype on the device, the all-gather's input (G > 1) or what is copied
+// into the slot (G = 1 under offload optimizer). Offload params at G = 1 never come here (start_gather).
 const void* ParamSide::gather_input(int u, Slot& sl) {
   const size_t n = (size_t)geo_.units[u].shard_numel;
   const float* in_f32 = nullptr;
   if (geo_.opt.offload == OffloadMode::params) {
-    store_.stage_param(u, sl.stage_f32);
-    in_f32 = sl.stage_f32;
+    in_f32 = uploaded(u);
   } else if (geo_.opt.offload == OffloadMode::optimizer) {
     return store_.device_copy(u);
   } else {
     in_f32 = store_.param(u);
   }
-  if (be_.compute_dtype() == DType::F32) return in_f32;
+  if (be_.compute_dtype() == DType::F32) return in_f32;  // (offload params: the stage, read until the gather)
   be_.f32_to_compute(sl.stage_c, in_f32, n);
+  release_stage(u);  // its reader is queued: a later upload into it waits for that on the copy stream
   return sl.stage_c;
 }
 
@@ -75,13 +111,27 @@ void ParamSide::start_gather(int u) {
   sl.owner = u;
   s.slot = slot;
   s.state = State::gathering;
-  trace::begin(trace::kGatherSlot0 + slot, "gather " + name(u), "comm");
+  // On GPU ranks the comm stream's own track shows the collective as it ran (the trace's device time).
+  if (!trace::device_timed(trace::kCommStream)) trace::begin(trace::kGatherSlot0 + slot, "gather " + name(u), "comm");
   const size_t n = (size_t)geo_.units[u].shard_numel;
-  const void* in = gather_input(u, sl);
-  if (geo_.group == 1) {
-    be_.copy_d2d(sl.data, in, n * be_.compute_size());
+  if (geo_.group == 1 && geo_.opt.offload == OffloadMode::params) {  // the shard is the unit: no gather
+    const float* staged = uploaded(u);
+    if (be_.compute_dtype() == DType::F32) {  // the stage becomes the slot's buffer, and the slot's the stage's
+      void* old = sl.data;
+      sl.data = stages_[s.stage].data;
+      stages_[s.stage].data = static_cast<float*>(old);
+    } else {
+      be_.f32_to_compute(sl.data, staged, n);
+    }
+    release_stage(u);
   } else {
-    s.gather_work = shard_comm_.all_gather_async(sl.data, in, n, be_.compute_dtype());
+    const void* in = gather_input(u, sl);
+    if (geo_.group == 1) {
+      be_.copy_d2d(sl.data, in, n * be_.compute_size());
+    } else {
+      shard_comm_.set_label(name(u));
+      s.gather_work = shard_comm_.all_gather_async(sl.data, in, n, be_.compute_dtype());
+    }
   }
   changed_();
 }
@@ -93,19 +143,23 @@ void ParamSide::wait_gather(int u) {
     s.gather_work->wait();
     s.gather_work.reset();
   }
-  if (s.state == State::gathering) trace::end(trace::kGatherSlot0 + s.slot);
+  release_stage(u);  // fp32 under offload params: the gather read the stage until now
+  if (s.state == State::gathering && !trace::device_timed(trace::kCommStream))
+    trace::end(trace::kGatherSlot0 + s.slot);
   s.state = State::gathered;
   changed_();
 }
 
 void ParamSide::free_unit(int u) {
   UnitParams& s = units_[u];
+  release_stage(u);  // an upload never gathered (its copy is waited for by whatever next waits on the stream)
   if (s.state == State::sharded) return;
   if (s.gather_work) {  // a prefetch that was never used: finish it before the slot is reused
     s.gather_work->wait();
     s.gather_work.reset();
   }
-  if (s.state == State::gathering) trace::end(trace::kGatherSlot0 + s.slot);
+  if (s.state == State::gathering && !trace::device_timed(trace::kCommStream))
+    trace::end(trace::kGatherSlot0 + s.slot);
   slots_[s.slot].owner = -1;
   s.slot = -1;
   s.state = State::sharded;
@@ -150,15 +204,24 @@ double ParamSide::bytes_in_use() const {
 // the window cross into the next pass: a forward does not know whether a backward follows (eval and sample
 // run forwards only).
 void ParamSide::prefetch_after(int u, Pass pass) {
-  if (geo_.group == 1) return;  // nothing to overlap: the "gather" is a local copy
   const std::vector<int>& order = layout_.pass_order(pass);
-  const int pos = pass_pos_[(int)pass][u];
-  const int last = std::min((int)order.size() - 1, pos + geo_.opt.gather_slots - 1);
-  for (int j = pos + 1; j <= last; j++) {
+  const int pos = pass_pos_[(int)pass][u], end = (int)order.size() - 1;
+  if (geo_.group > 1) {  // at G = 1 there is nothing to overlap: the "gather" is a copy or conversion
+    for (int j = pos + 1; j <= std::min(end, pos + geo_.opt.gather_slots - 1); j++) {
+      const int next = order[j];
+      if (layout_.is_root(next) || units_[next].state != State::sharded) continue;
+      if (free_rotating_slot() < 0) break;
+      start_gather(next);
+    }
+  }
+  if (geo_.opt.offload != OffloadMode::params) return;
+  // The upload window, one unit past the gather window (see the header).
+  const int ahead = geo_.group > 1 ? geo_.opt.gather_slots : 1;
+  for (int j = pos + 1; j <= std::min(end, pos + ahead); j++) {
     const int next = order[j];
-    if (layout_.is_root(next) || units_[next].state != State::sharded) continue;
-    if (free_rotating_slot() < 0) return;
-    start_gather(next);
+    if (layout_.is_root(next) || units_[next].state != State::sharded || units_[next].stage >= 0) continue;
+    if (free_stage() < 0) break;
+    upload(next);
   }
 }
 

@@ -1,7 +1,7 @@
 // The parameter side of the engine: what the model reads between acquire and release. It gathers a unit's
 // full parameters into a fixed pool of slots (an all-gather of the shards, or a local copy when G = 1; under
-// offload params the shard is first staged host -> device), prefetches the units the pass uses next, frees a
-// unit's slot at release, and checks the order the model acquires and releases units in.
+// offload params the shard is first uploaded host -> device), prefetches the units the pass uses next, frees
+// a unit's slot at release, and checks the order the model acquires and releases units in.
 //
 // Rules it keeps (docs/sharding.md says the same):
 //  - Root unit (Layout::root_unit, the tied embeddings): used first and last by both passes. It is gathered
@@ -16,6 +16,13 @@
 //    model reads the fp32 shards in place (direct params); with bf16 compute every unit keeps a bf16 copy of
 //    its parameters (the compute copy, StateStore's param_dev) that AdamW writes with the fp32 master, so
 //    acquire returns it at once, with no conversion and no slot.
+//  - Offload params: a unit's shard is uploaded (copy stream) into one of the upload stages one unit ahead
+//    of the gather that reads it: acquiring the unit at position p of the pass uploads the unit at p+K when
+//    G > 1 (whose gather starts at the next acquire), or p+1 when G = 1 (where the "gather" is the conversion
+//    into the slot at its own acquire). The compute stream waits for an upload only where that gather or
+//    conversion is queued, so the copy runs beside the compute queued before it. At G = 1 the shard is
+//    converted straight into the slot (bf16), or in fp32 is the unit itself: the slot and the stage trade
+//    buffers, so nothing is copied twice. Stages are the root's and one more than the rotating slots.
 //  - A pass acquires its units in Layout::pass_order (the first unit of the order starts a new pass) and
 //    releases each before acquiring it again; anything else throws gpt::Error naming the unit.
 //
@@ -38,9 +45,12 @@ class ParamSide {
  public:
   struct Slot {
     void* data = nullptr;        // (slot padded) compute dtype: the gathered unit
-    float* stage_f32 = nullptr;  // (slot shard) fp32, offload params: host -> device staging of the shard
     void* stage_c = nullptr;     // (slot shard) compute dtype: the all-gather's input (bf16 compute)
     int owner = -1;              // unit in the slot, -1 when free
+  };
+  struct Stage {
+    float* data = nullptr;  // (max shard; [0] the root's shard) fp32: a shard uploaded from the host
+    int owner = -1;         // unit whose upload it holds, -1 when free
   };
 
   // The rows (engine_buffers.h) of gather slot i ([0] the root's, the others sized for the largest unit).
@@ -50,11 +60,14 @@ class ParamSide {
     const OffloadMode off = g.opt.offload;
     constexpr MemDomain dev = MemDomain::device;
     f(BufferSpec{EngineBuffer::slot_data, i, dev, MemCat::gathered_param, cs * g.slot_padded(i)}, &Slot::data);
-    if (off == OffloadMode::params)
-      f(BufferSpec{EngineBuffer::slot_stage_f32, i, dev, MemCat::host_offload, 4 * g.slot_shard(i)},
-        &Slot::stage_f32);
-    if (g.compute != DType::F32 && off != OffloadMode::optimizer)
+    if (g.compute != DType::F32 && off != OffloadMode::optimizer && g.group > 1)
       f(BufferSpec{EngineBuffer::slot_stage_c, i, dev, MemCat::workspace, cs * g.slot_shard(i)}, &Slot::stage_c);
+  }
+  // The rows of upload stage i (offload params: EngineGeometry::upload_stages).
+  template <class F>
+  static void stage_buffers(const EngineGeometry& g, int i, F&& f) {
+    f(BufferSpec{EngineBuffer::upload_stage, i, MemDomain::device, MemCat::host_offload, 4 * g.slot_shard(i)},
+      &Stage::data);
   }
 
   // `changed` is called whenever slot occupancy changes (the trace's counter tracks).
@@ -74,6 +87,8 @@ class ParamSide {
   struct UnitParams {
     State state = State::sharded;
     int slot = -1;       // gather slot while gathering or gathered
+    int stage = -1;      // upload stage holding its uploaded shard (offload params), -1 when none
+    uint64_t upload = 0; // that upload's copy ticket
     WorkPtr gather_work; // in-flight all-gather
     bool held = false;   // acquired and not yet released by the model
     Pass held_pass = Pass::forward;
@@ -83,11 +98,15 @@ class ParamSide {
   bool keeps_after_forward(int u) const;
   void check_acquire_order(int u, Pass pass);
   const void* gather_input(int u, Slot& sl);  // this rank's shard in compute dtype, on the device
+  int free_stage() const;                     // a free non-root upload stage, or -1
+  void upload(int u);                         // offload params: u's shard to a free stage, on the copy stream
+  const float* uploaded(int u);               // compute waits for u's upload (issuing it first if need be)
+  void release_stage(int u);
   void start_gather(int u);
   void wait_gather(int u);
   void free_unit(int u);
   int free_rotating_slot() const;             // a free non-root gather slot, or -1
-  void prefetch_after(int u, Pass pass);      // fills the prefetch window after an acquire
+  void prefetch_after(int u, Pass pass);      // fills the prefetch windows after an acquire
   int num_units() const { return (int)units_.size(); }
   const std::string& name(int u) const { return layout_.unit(u).name; }
 
@@ -99,6 +118,7 @@ class ParamSide {
   std::function<void()> changed_;
   std::vector<UnitParams> units_;
   std::vector<Slot> slots_;                 // [kRootSlot] the root unit's, the others rotating
+  std::vector<Stage> stages_;               // offload params: [0] the root's, the others any unit's
   std::vector<std::vector<int>> pass_pos_;  // [pass][unit]: the unit's position in Layout::pass_order
   int last_pos_[2] = {-1, -1};              // [pass]: position of the last unit acquired in the pass
 };

@@ -27,11 +27,11 @@ void StateStore::check_trains(const char* what) const {
             "gradients or optimizer state");
 }
 
-void StateStore::stage_param(int u, float* dst) {
+uint64_t StateStore::upload_param(int u, float* dst) {
   trace::Scope copy(trace::kCopies, "h2d " + name(u), "copy");
-  // On the copy stream, after the previous reader of the staging buffer; the conversion waits for it.
+  // On the copy stream, after the previous reader of the staging buffer (queued on compute before now).
   const size_t n = (size_t)geo_.units[u].shard_numel;
-  be_.wait_copy_device(track(be_.copy_h2d_async(dst, units_[u].param, n * sizeof(float))));
+  return track(be_.copy_h2d_async(dst, units_[u].param, n * sizeof(float)));
 }
 
 void StateStore::add_reduced(int slot, int u, const float* reduced) {

@@ -6,7 +6,8 @@
 // Rules it keeps:
 //  - The states are reached through one Backend (states()), so no caller branches on where they are.
 //  - Offload copies run on the backend's copy stream, ordered by tickets (events), never by stream syncs: a
-//    gather's host->device staging is waited for by the compute stream only (stage_param); a reduced shard's
+//    unit's upload (upload_param) is waited for by the compute stream only, and only where the gather that
+//    reads it is queued (ParamSide), so it overlaps the compute queued before; a reduced shard's
 //    copy to the host (add_reduced) is waited for by the host only when that gradient slot's host buffer is
 //    needed again or at finish_host_grads, and by the compute stream before the slot's device buffers are
 //    rewritten (release_copy_source). Copies complete in issue order, so waiting for the newest covers all.
@@ -111,9 +112,9 @@ class StateStore {
   // An engine with gradients and Adam state (not inference), or throw naming `what`.
   void check_trains(const char* what) const;
 
-  // Offload params: copies unit u's fp32 param shard to the device buffer `dst` (shard), which work queued
-  // on the compute stream afterwards may read.
-  void stage_param(int u, float* dst);
+  // Offload params: starts the copy of unit u's fp32 param shard to the device buffer `dst` (shard) on the
+  // copy stream and returns its ticket; compute may read dst after Backend::wait_copy_device(ticket).
+  uint64_t upload_param(int u, float* dst);
   // Adds unit u's reduced gradient (device, shard) into its grad shard, divided by the world size: at once on
   // the device, or (offload) copied to the host through gradient slot `slot` and added there later.
   void add_reduced(int slot, int u, const float* reduced);

@@ -40,6 +40,7 @@ TrainStepResult run_train_step(GPT& model, FsdpEngine& engine, ParamSource& para
     adamw_step(engine, spec.optim, spec.lr, spec.update, r.grad_norm);
   }
   model.backend().synchronize();
+  trace::resolve();  // the device times of the step's spans (GPU streams), now that the streams passed them
   return r;
 }
 

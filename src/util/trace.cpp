@@ -3,10 +3,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <sstream>
 
@@ -21,10 +23,12 @@ namespace {
 struct Event {
   char ph;  // 'B', 'E', 'C'
   int track;
-  double ts;
+  double ts;  // microseconds on the trace's clock (once resolved, for a device-timed event)
   double value;
   std::string name;
   const char* cat;
+  StreamClock* clock = nullptr;  // a device-timed event whose time is not read yet: its stream's clock
+  uint64_t mark = 0;             // and its mark there
 };
 
 struct State {
@@ -33,6 +37,8 @@ struct State {
   std::string path;
   std::vector<Event> events;
   std::map<int, std::string> track_names;
+  std::map<int, StreamClock*> clocks;  // device-timed tracks (kept across start and reset: their owners bind them)
+  size_t resolved = 0;                 // events before this index hold their times
 };
 State& st() {
   static State s;
@@ -55,7 +61,7 @@ std::string track_name(int t) {
   if (t == kOptimizer) return "optimizer";
   if (t == kData) return "data";
   if (t == kCopies) return "copies";
-  if (t == kCommStream) return "comm stream (simulated)";
+  if (t == kCommStream) return "comm stream";
   if (t == kCopyStream) return "copy stream (simulated)";
   if (t == kEngineStream) return "engine ops (simulated compute stream)";
   if (t >= kReduceSlot0) return "reduce slot " + std::to_string(t - kReduceSlot0);
@@ -75,12 +81,26 @@ std::string rank_json() {
     o << ",\n{\"ph\":\"M\",\"pid\":" << s.rank << ",\"tid\":" << kv.first
       << ",\"name\":\"thread_name\",\"args\":{\"name\":" << json_quote(kv.second) << "}}";
   for (const Event& e : s.events) {
+    if (e.clock || e.ph == 'X') continue;  // a device time never read, or dropped with its clock
     o << ",\n{\"ph\":\"" << e.ph << "\",\"pid\":" << s.rank << ",\"tid\":" << e.track << ",\"ts\":" << e.ts;
     if (e.ph == 'B') o << ",\"name\":" << json_quote(e.name) << ",\"cat\":\"" << e.cat << "\"";
     if (e.ph == 'C') o << ",\"name\":" << json_quote(e.name) << ",\"args\":{\"bytes\":" << e.value << "}";
     o << "}";
   }
   return o.str();
+}
+
+// A begin or end on `track`: stamped now on the host's clock, or marked in its stream's order.
+void stamp(char ph, int track, const std::string& name, const char* category) {
+  State& s = st();
+  if (!s.on) return;
+  if (!s.track_names.count(track)) s.track_names[track] = track_name(track);
+  auto c = s.clocks.find(track);
+  if (c == s.clocks.end()) {
+    s.events.push_back({ph, track, now_us(), 0, name, category});
+  } else {
+    s.events.push_back({ph, track, 0, 0, name, category, c->second, c->second->mark()});
+  }
 }
 
 }  // namespace
@@ -94,20 +114,11 @@ void start(const std::string& path, int rank) {
   s.path = path;
   s.events.clear();
   s.events.reserve(1 << 16);
+  s.resolved = 0;
 }
 
-void begin(int track, const std::string& name, const char* category) {
-  State& s = st();
-  if (!s.on) return;
-  if (!s.track_names.count(track)) s.track_names[track] = track_name(track);
-  s.events.push_back({'B', track, now_us(), 0, name, category});
-}
-
-void end(int track) {
-  State& s = st();
-  if (!s.on) return;
-  s.events.push_back({'E', track, now_us(), 0, "", ""});
-}
+void begin(int track, const std::string& name, const char* category) { stamp('B', track, name, category); }
+void end(int track) { stamp('E', track, "", ""); }
 
 void counter(const char* name, double value) {
   State& s = st();
@@ -137,6 +148,7 @@ void span(int track, const std::string& name, const char* category, double t0_us
 void finish_local() {
   State& s = st();
   if (!s.on) return;
+  resolve();
   const std::string all = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n" + rank_json() + "\n]}\n";
   write_file_atomic(s.path, all.data(), all.size());
   reset();
@@ -145,6 +157,7 @@ void finish_local() {
 void finish(Communicator& comm) {
   State& s = st();
   if (!s.on) return;
+  resolve();
   const std::string part = s.path + ".rank" + std::to_string(comm.rank());
   const std::string mine = rank_json();
   write_file_atomic(part, mine.data(), mine.size());
@@ -168,6 +181,49 @@ void reset() {
   s.on = false;
   s.events.clear();
   s.track_names.clear();
+  s.resolved = 0;
+}
+
+void bind_clock(int track, StreamClock* clock) {
+  if (clock)
+    st().clocks[track] = clock;
+  else
+    st().clocks.erase(track);
+}
+
+// Marks already taken keep their clock: they are read (or dropped) before the owner goes, since it resolves
+// nothing after this; events still pending on it are dropped here.
+void unbind_clock(StreamClock* clock) {
+  State& s = st();
+  for (auto it = s.clocks.begin(); it != s.clocks.end();)
+    it = it->second == clock ? s.clocks.erase(it) : std::next(it);
+  for (Event& e : s.events)
+    if (e.clock == clock) e.clock = nullptr, e.ph = 'X';  // never written (rank_json skips 'X')
+}
+
+bool device_timed(int track) { return st().clocks.count(track) > 0; }
+
+// Events are read in order; each stream passes its marks in order, so the first unread mark of a stream ends
+// what can be read of it now. Events of other streams after it are still read.
+void resolve() {
+  State& s = st();
+  size_t first_pending = s.events.size();
+  std::map<StreamClock*, bool> blocked;
+  for (size_t i = s.resolved; i < s.events.size(); i++) {
+    Event& e = s.events[i];
+    if (!e.clock) continue;
+    if (!blocked[e.clock]) {
+      const double t = e.clock->take_time_us(e.mark);
+      if (t >= 0) {
+        e.ts = t;
+        e.clock = nullptr;
+        continue;
+      }
+      blocked[e.clock] = true;
+    }
+    first_pending = std::min(first_pending, i);
+  }
+  s.resolved = first_pending;
 }
 
 }  // namespace gpt::trace

@@ -6,6 +6,13 @@
 //   counters: bytes of gathered parameters / gradient slots in use, and communication bytes in flight.
 // Events are B/E pairs buffered in memory; at the end every rank writes a part file and rank 0 merges the
 // parts into FILE (a JSON object with "traceEvents"). Recording is a no-op when tracing is off.
+//
+// Device time. A GPU's streams run after the host queued their work, so a host timestamp says when work was
+// queued, not when it ran. A track bound to a StreamClock (bind_clock: the cuda backend binds "compute" to its
+// compute stream and "copies" to its copy stream, the NCCL communicator "comm stream" to its stream) takes the
+// times of its begin and end from marks in that stream's order; resolve() reads them once the streams passed
+// them (the trainer calls it after each step's host synchronisation) and places them on the trace's clock.
+// On the cpu backend nothing is bound: its ops run on the host, so host time is device time.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -18,13 +25,25 @@ class Communicator;
 
 namespace trace {
 
+// A stream's clock: marks in its order, and their device times once the stream has passed them.
+class StreamClock {
+ public:
+  virtual ~StreamClock() = default;
+  // A point in the stream's order after the work queued on it so far.
+  virtual uint64_t mark() = 0;
+  // The mark's time in microseconds on the trace's clock (the host's monotonic clock, to which the device's is
+  // aligned once), or a negative value while the stream has not passed it. A mark whose time was given is
+  // spent (the clock may reuse what held it).
+  virtual double take_time_us(uint64_t mark) = 0;
+};
+
 enum Track : int {
   kCompute = 1,
   kOptimizer = 2,
   kData = 3,
   kCopies = 4,
-  kCommStream = 5,  // the simulated machine's streams (gpt memplan --time --trace): what ran when
-  kCopyStream = 6,
+  kCommStream = 5,  // the collectives as their stream ran them (NCCL's stream; the simulated machine's)
+  kCopyStream = 6,  // the simulated machine's copy stream (gpt memplan --time --trace)
   kEngineStream = 7,  // the engine's and the optimizer's ops on the simulated compute stream
   kGatherSlot0 = 100,  // + slot index
   kReduceSlot0 = 200,  // + gradient slot index
@@ -48,6 +67,14 @@ void span(int track, const std::string& name, const char* category, double t0_us
 void finish_local();
 // Drops everything recorded (tests).
 void reset();
+
+// Device time (see the top). bind_clock(track, null) makes the track host-timed again; unbind_clock drops a
+// clock from every track it is bound to (its owner's destructor). resolve() places every mark whose stream has
+// passed it; finish() resolves what is left after the caller's last synchronisation.
+void bind_clock(int track, StreamClock* clock);
+void unbind_clock(StreamClock* clock);
+bool device_timed(int track);
+void resolve();
 
 // While one lives, recording starts from nothing and the trace that was on (a run's --trace) is set aside
 // untouched, restored at destruction: the simulated step (src/sim) records only into a trace of its own.

@@ -10,8 +10,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <map>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace gpt::watchdog {
 namespace {
@@ -20,6 +23,12 @@ using Clock = std::chrono::steady_clock;
 
 struct State {
   std::atomic<int64_t> last_ns{0};
+  std::atomic<bool> polling{false};  // a device wait polls: it reports a hang itself
+  std::atomic<double> timeout_s{0};  // of the running watchdog (0: none)
+  std::atomic<int> rank{0};
+  std::mutex sources_mu;             // guards sources and next_source
+  std::map<int, HangSource> sources;
+  int next_source = 1;
   std::atomic<const char*> activity{"start-up"};
   std::atomic<int64_t> step{0};
   std::mutex mu;           // guards unit, and the thread's lifetime below
@@ -61,7 +70,7 @@ void run(double timeout_s, int rank) {
     s.cv.wait_for(lock, period);
     if (!s.running) break;
     const double idle = (now_ns() - s.last_ns.load(std::memory_order_relaxed)) / 1e9;
-    if (idle > timeout_s) {
+    if (idle > timeout_s + (s.polling.load() ? kGraceS : 0)) {
       lock.unlock();
       fire(timeout_s, rank, idle);
     }
@@ -77,6 +86,8 @@ void start(double timeout_s, int rank) {
   touch();
   std::lock_guard<std::mutex> lock(s.mu);
   s.running = true;
+  s.timeout_s = timeout_s;
+  s.rank = rank;
   s.thread = std::thread(run, timeout_s, rank);
 }
 
@@ -86,6 +97,7 @@ void stop() {
     std::lock_guard<std::mutex> lock(s.mu);
     if (!s.running) return;
     s.running = false;
+    s.timeout_s = 0;
   }
   s.cv.notify_all();
   if (s.thread.joinable()) s.thread.join();
@@ -108,6 +120,94 @@ void at_unit(const std::string& unit) {
     s.unit = unit;
   }
   touch();
+}
+
+uint64_t next_issue_order() {
+  static std::atomic<uint64_t> next{1};
+  return next++;
+}
+
+int add_hang_source(HangSource source) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.sources_mu);
+  s.sources[s.next_source] = std::move(source);
+  return s.next_source++;
+}
+
+void remove_hang_source(int id) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.sources_mu);
+  s.sources.erase(id);
+}
+
+namespace {
+
+std::vector<HangSource> sources_now() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.sources_mu);
+  std::vector<HangSource> out;
+  for (auto& kv : s.sources) out.push_back(kv.second);
+  return out;
+}
+
+// The poll's deadline passed: name the work in flight, abort it, end the rank.
+[[noreturn]] void report_hang(const char* what, double idle_s) {
+  State& s = state();
+  const std::vector<HangSource> sources = sources_now();
+  InFlight oldest;
+  for (const HangSource& h : sources) {
+    if (!h.in_flight) continue;
+    const InFlight f = h.in_flight();
+    if (!f.what.empty() && (oldest.what.empty() || f.order < oldest.order)) oldest = f;
+  }
+  const std::string& work = oldest.what;
+  for (const HangSource& h : sources)
+    if (h.abort) h.abort();
+  std::string unit;
+  {
+    std::unique_lock<std::mutex> lock(s.mu, std::try_to_lock);
+    if (lock.owns_lock()) unit = s.unit;
+  }
+  std::fprintf(stderr,
+               "error: rank %d: %s did not complete in %.0f s (--timeout %g), waited for in %s (step %lld, unit %s): "
+               "a peer rank stopped, or the device or the network hangs; aborted the collectives in flight, ending "
+               "this rank\n",
+               s.rank.load(), work.empty() ? "the device's work" : work.c_str(), idle_s, s.timeout_s.load(), what,
+               (long long)s.step.load(), unit.empty() ? "-" : unit.c_str());
+  std::fflush(stderr);
+  _exit(124);
+}
+
+}  // namespace
+
+// Spins briefly (a step's host sync is usually near), then yields, then sleeps in growing naps up to 1 ms.
+void wait_until(const char* what, const std::function<bool()>& done) {
+  State& s = state();
+  struct Polling {
+    State& s;
+    bool was;
+    explicit Polling(State& st) : s(st), was(st.polling.exchange(true)) {}
+    ~Polling() { s.polling.store(was); }
+  } polling(s);
+  auto nap = std::chrono::microseconds(0);
+  for (int round = 0;; round++) {
+    if (done()) return;
+    {
+      std::lock_guard<std::mutex> lock(s.sources_mu);
+      for (auto& kv : s.sources)
+        if (kv.second.check) kv.second.check();
+    }
+    const double timeout = s.timeout_s.load();
+    const double idle = (now_ns() - s.last_ns.load(std::memory_order_relaxed)) / 1e9;
+    if (timeout > 0 && idle > timeout) report_hang(what, idle);
+    if (round < 64) continue;
+    if (round < 1024) {
+      std::this_thread::yield();
+      continue;
+    }
+    nap = std::min(std::chrono::microseconds(1000), nap + std::chrono::microseconds(20));
+    std::this_thread::sleep_for(nap);
+  }
 }
 
 }  // namespace gpt::watchdog

@@ -4,24 +4,33 @@
 //   - A communicator is an MPI communicator over the same ranks: ncclCommInitRank splits MPI_COMM_WORLD by
 //     the unique id, so every rank of the world must start a communicator at the same time (as
 //     make_nccl_communicator does); ncclCommSplit splits the parent's.
-//   - A collective is checked at the call and queued on its stream (streams.h), like a kernel: it runs when
-//     the stream runs, and the matching MPI call does it then (sum and avg only; reductions summed in fp32
-//     and rounded once to the buffer's type). avg is what NCCL computes (its PreMulSum): each input
-//     multiplied by 1/N rounded to the buffer's type, each product rounded to it, then the sum; in bf16
-//     with N = 3 that is 3 x bf16(1/3) = 1.002 times the mean.
-//   - A queued collective blocks its rank's host in MPI when it runs, where a GPU would run it on its own.
-//     So every blocking MPI call the program makes first runs all queued device work (mpi_hooks.cpp):
+//   - A collective is checked at the call and queued on its stream (streams.h), like a kernel: when the
+//     stream reaches it, the matching nonblocking MPI call starts it, and the stream waits until MPI_Test
+//     says it is done (sum and avg only; reductions summed in fp32 and rounded once to the buffer's type).
+//     So a host polling the device (cudaEventQuery) sees a collective whose peer never came as not done,
+//     as on a GPU. avg is what NCCL computes (its PreMulSum): each input multiplied by 1/N rounded to the
+//     buffer's type, each product rounded to it, then the sum; in bf16 with N = 3 that is 3 x bf16(1/3) =
+//     1.002 times the mean.
+//   - A collective in progress holds its stream; a stream synchronisation then waits in MPI_Test for the
+//     peers. So every blocking MPI call the program makes first runs all queued device work (mpi_hooks.cpp):
 //     ranks then meet in their collectives in program order, and no rank waits in MPI for a collective
-//     another rank has queued but not run. Each rank draws its own stream phases, so ranks may run their
+//     another rank has queued but not started. Each rank draws its own stream phases, so ranks may run their
 //     streams in different orders: collectives of two communicators queued on two streams could then meet
 //     in different orders and hang, as NCCL warns they can on GPUs; the project keeps them on one stream.
+//   - A stopped rank, for the hang tests: with GPT_SIMT_STOP_RANK=r and GPT_SIMT_STOP_AT=n, world rank r
+//     stops itself (SIGSTOP) as its n-th collective starts (counted from 1 over every communicator), so its
+//     peers wait for a collective that never comes.
 // Without MPI every call fails with ncclInvalidUsage and says why.
 #include <cuda_bf16.h>
 #include <nccl.h>
 
+#include <functional>
+
 #include <climits>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -112,12 +121,46 @@ void from_f32(const std::vector<float>& v, void* p, ncclDataType_t t) {
   }
 }
 
+// GPT_SIMT_STOP_RANK / GPT_SIMT_STOP_AT (see the top): stops this process as its n-th collective starts.
+void stop_if_asked() {
+  static const long rank = std::getenv("GPT_SIMT_STOP_RANK") ? std::atol(std::getenv("GPT_SIMT_STOP_RANK")) : -1;
+  static const long at = std::getenv("GPT_SIMT_STOP_AT") ? std::atol(std::getenv("GPT_SIMT_STOP_AT")) : 0;
+  static long started = 0;
+  if (rank < 0) return;
+  int me = -1;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &me);
+  if (me == rank && ++started == at) {
+    std::fprintf(stderr, "SIMT emulator: rank %d stops at its collective %ld (GPT_SIMT_STOP_RANK/AT)\n", me, at);
+    std::fflush(stderr);
+    std::raise(SIGSTOP);
+  }
+}
+
+// The poll of a started MPI request: done when MPI_Test says so (then `after` runs once), or at once when the
+// start failed or the communicator was aborted. An MPI failure becomes the communicator's asynchronous error.
+simt::Poll mpi_poll(std::shared_ptr<CommState> state, int started, MPI_Request request, std::function<void()> after) {
+  if (started != MPI_SUCCESS) {
+    state->async = ncclSystemError;
+    return [] { return true; };
+  }
+  return [state, request, after]() mutable {
+    if (state->aborted) return true;  // its peers will never come: dropped (an MPI collective cannot be cancelled)
+    int flag = 0;
+    if (PMPI_Test(&request, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+      state->async = ncclSystemError;
+      return true;
+    }
+    if (flag && after) after();
+    return flag != 0;
+  };
+}
+
 // Checks what every collective needs (`elements`: the largest count one MPI call moves; op: for reductions,
-// else nullptr), then queues `run(state)` on the stream; an MPI failure there becomes the communicator's
-// asynchronous error (ncclCommGetAsyncError), as a GPU's would.
-template <typename Run>
+// else nullptr), then queues `start(state)` on the stream: it starts the nonblocking MPI call and returns its
+// poll (mpi_poll).
+template <typename Start>
 ncclResult_t queue(ncclComm_t comm, ncclDataType_t t, const ncclRedOp_t* op, size_t elements, cudaStream_t stream,
-                   const char* what, Run run) {
+                   const char* what, Start start) {
   const std::string name = what;
   if (!comm) return fail(ncclInvalidArgument, name + " on a null communicator");
   if (type_bytes(t) == 0 || (op && t != ncclFloat32 && t != ncclBfloat16))
@@ -127,9 +170,12 @@ ncclResult_t queue(ncclComm_t comm, ncclDataType_t t, const ncclRedOp_t* op, siz
   if (elements * type_bytes(t) > static_cast<size_t>(INT_MAX))
     return fail(ncclInvalidArgument, name + ": " + std::to_string(elements) + " elements exceed one MPI call");
   std::shared_ptr<CommState> state = comm->s;
-  const cudaError_t e = simt::enqueue(stream, [state, run] {
-    if (!state->aborted && run(*state) != MPI_SUCCESS) state->async = ncclSystemError;
-  });
+  const double cost = simt::kCollectiveUs + static_cast<double>(elements * type_bytes(t)) / simt::kLinkBytesPerUs;
+  const cudaError_t e = simt::enqueue_async(stream, [state, start]() -> simt::Poll {
+    if (state->aborted) return [] { return true; };
+    stop_if_asked();
+    return start(state);
+  }, cost);
   return e == cudaSuccess ? ncclSuccess : fail(ncclInvalidArgument, name + " on a stream that is not live");
 }
 
@@ -228,9 +274,11 @@ ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t t, ncclComm_t comm,
                            cudaStream_t stream) {
   const int bytes = static_cast<int>(count * type_bytes(t));
-  return queue(comm, t, nullptr, count, stream, "ncclAllGather", [=](const CommState& c) {
-    const bool in_place = send == static_cast<const char*>(recv) + static_cast<size_t>(c.rank) * bytes;
-    return PMPI_Allgather(in_place ? MPI_IN_PLACE : send, bytes, MPI_BYTE, recv, bytes, MPI_BYTE, c.mpi);
+  return queue(comm, t, nullptr, count, stream, "ncclAllGather", [=](std::shared_ptr<CommState> c) {
+    const bool in_place = send == static_cast<const char*>(recv) + static_cast<size_t>(c->rank) * bytes;
+    MPI_Request rq = MPI_REQUEST_NULL;
+    const int rc = PMPI_Iallgather(in_place ? MPI_IN_PLACE : send, bytes, MPI_BYTE, recv, bytes, MPI_BYTE, c->mpi, &rq);
+    return mpi_poll(c, rc, rq, nullptr);
   });
 }
 
@@ -249,25 +297,26 @@ void premultiply(std::vector<float>& v, ncclDataType_t t, int size) {
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op,
                                ncclComm_t comm, cudaStream_t stream) {
   const size_t all = comm ? count * comm->s->size : 0;
-  return queue(comm, t, &op, all, stream, "ncclReduceScatter", [=](const CommState& c) {
-    std::vector<float> in = to_f32(send, all, t);  // (size*count) a copy: send may hold recv
-    std::vector<float> out(count);                 // (count)
-    if (op == ncclAvg) premultiply(in, t, c.size);
-    const int rc = PMPI_Reduce_scatter_block(in.data(), out.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, c.mpi);
-    from_f32(out, recv, t);
-    return rc;
+  return queue(comm, t, &op, all, stream, "ncclReduceScatter", [=](std::shared_ptr<CommState> c) {
+    auto in = std::make_shared<std::vector<float>>(to_f32(send, all, t));  // (size*count) a copy: send may hold recv
+    auto out = std::make_shared<std::vector<float>>(count);               // (count)
+    if (op == ncclAvg) premultiply(*in, t, c->size);
+    MPI_Request rq = MPI_REQUEST_NULL;
+    const int rc = PMPI_Ireduce_scatter_block(in->data(), out->data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                                              c->mpi, &rq);
+    return mpi_poll(c, rc, rq, [in, out, recv, t] { from_f32(*out, recv, t); });
   });
 }
 
 // recv (count) = the reduction over ranks of send (count).
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
-  return queue(comm, t, &op, count, stream, "ncclAllReduce", [=](const CommState& c) {
-    std::vector<float> v = to_f32(send, count, t);  // (count)
-    if (op == ncclAvg) premultiply(v, t, c.size);
-    const int rc = PMPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, c.mpi);
-    from_f32(v, recv, t);
-    return rc;
+  return queue(comm, t, &op, count, stream, "ncclAllReduce", [=](std::shared_ptr<CommState> c) {
+    auto v = std::make_shared<std::vector<float>>(to_f32(send, count, t));  // (count)
+    if (op == ncclAvg) premultiply(*v, t, c->size);
+    MPI_Request rq = MPI_REQUEST_NULL;
+    const int rc = PMPI_Iallreduce(MPI_IN_PLACE, v->data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, c->mpi, &rq);
+    return mpi_poll(c, rc, rq, [v, recv, t] { from_f32(*v, recv, t); });
   });
 }
 
@@ -277,9 +326,11 @@ ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataT
   if (comm && (root < 0 || root >= comm->s->size))
     return fail(ncclInvalidArgument, "ncclBroadcast: root " + std::to_string(root) + " is not a rank");
   const size_t bytes = count * type_bytes(t);
-  return queue(comm, t, nullptr, count, stream, "ncclBroadcast", [=](const CommState& c) {
-    if (c.rank == root && send != recv) std::memmove(recv, send, bytes);
-    return PMPI_Bcast(recv, static_cast<int>(bytes), MPI_BYTE, root, c.mpi);
+  return queue(comm, t, nullptr, count, stream, "ncclBroadcast", [=](std::shared_ptr<CommState> c) {
+    if (c->rank == root && send != recv) std::memmove(recv, send, bytes);
+    MPI_Request rq = MPI_REQUEST_NULL;
+    const int rc = PMPI_Ibcast(recv, static_cast<int>(bytes), MPI_BYTE, root, c->mpi, &rq);
+    return mpi_poll(c, rc, rq, nullptr);
   });
 }
 

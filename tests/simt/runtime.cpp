@@ -296,7 +296,7 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   const cudaError_t e = validate_copy(dst, src, bytes, kind);
   if (e != cudaSuccess || bytes == 0) return e;
-  return after_sync(simt::enqueue(nullptr, [=] { std::memmove(dst, src, bytes); }));  // the legacy stream
+  return after_sync(simt::enqueue(nullptr, [=] { std::memmove(dst, src, bytes); }, simt::copy_us(bytes)));  // legacy
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s) {
   const cudaError_t e = validate_copy(dst, src, bytes, kind);
@@ -311,16 +311,16 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   if (kind == cudaMemcpyHostToDevice && !simt::state().pinned(src, bytes)) {  // staged now, copied later
     auto staged =  // (bytes) the pageable source as it was at the call
         std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
-    return simt::enqueue(s, [=] { std::memcpy(dst, staged->data(), bytes); });
+    return simt::enqueue(s, [=] { std::memcpy(dst, staged->data(), bytes); }, simt::copy_us(bytes));
   }
-  return simt::enqueue(s, [=] { std::memmove(dst, src, bytes); });
+  return simt::enqueue(s, [=] { std::memmove(dst, src, bytes); }, simt::copy_us(bytes));
 }
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s) {
   if (bytes == 0) return cudaSuccess;
   if (!simt::state().inside(p, bytes))
     return fail(cudaErrorIllegalAddress,
                 "cudaMemset of " + std::to_string(bytes) + " bytes outside any device allocation");
-  return simt::enqueue(s, [=] { std::memset(p, value, bytes); });
+  return simt::enqueue(s, [=] { std::memset(p, value, bytes); }, simt::copy_us(bytes));
 }
 cudaError_t cudaMemset(void* p, int value, size_t bytes) { return cudaMemsetAsync(p, value, bytes, nullptr); }
 
@@ -334,11 +334,20 @@ cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned int flags, in
 cudaError_t cudaStreamDestroy(cudaStream_t s) { return simt::stream_destroy(s); }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) { return after_sync(simt::stream_synchronize(s)); }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) { return simt::stream_wait_event(s, e); }
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) { return simt::event_create(e); }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
+  return simt::event_create(e, !(flags & cudaEventDisableTiming));
+}
 cudaError_t cudaEventCreate(cudaEvent_t* e) { return simt::event_create(e); }
 cudaError_t cudaEventDestroy(cudaEvent_t e) { return simt::event_destroy(e); }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { return simt::event_record(e, s); }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) { return after_sync(simt::event_synchronize(e)); }
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+  const cudaError_t q = simt::event_query(e);
+  return q == cudaSuccess ? after_sync(q) : q;
+}
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  return simt::event_elapsed(ms, start, end);
+}
 cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
   if (least) *least = 0;
   if (greatest) *greatest = -5;

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -23,8 +24,11 @@ namespace {
 
 struct Queue;
 struct Item {
-  Work work;                        // what runs; empty for a wait:
-  std::shared_ptr<Queue> wait_for;  // run this queue first
+  Work work;                        // what runs; or work that completes later:
+  std::function<Poll()> start;      // starts it, returning the poll it is done by
+  Poll poll;                        // (once started)
+  double cost = 0;                  // its device time (us)
+  std::shared_ptr<Queue> wait_for;  // or a wait: run this queue first,
   uint64_t wait_until = 0;          // up to its first wait_until items
 };
 struct Queue {
@@ -33,12 +37,18 @@ struct Queue {
   std::deque<Item> items;
   uint64_t issued = 0, done = 0;  // items queued and items run
   bool running = false;           // inside run_until: its own work must not synchronise it
+  double clock = 0;               // device time (us) when its last item ended
+  std::vector<double> at{0.0};    // [k]: device time after its first k items
 };
-// An event: the queue and point of its last record (no queue: nothing to wait for).
+// An event: the queue and point of its last record (no queue: nothing to wait for, at device time `time`).
 struct Mark {
   std::shared_ptr<Queue> queue;
   uint64_t until = 0;
+  double time = 0;
+  bool timing = true;  // made without cudaEventDisableTiming
 };
+
+
 
 constexpr int kIssue = -2, kRotate = -1;  // schedules besides a pinned phase k >= 0
 
@@ -64,6 +74,7 @@ struct Registry {
   unsigned finishes = 0;               // device-wide finishes so far: their parity picks the order
   uint64_t syncs = 0;                  // host synchronisations so far: they pick the phase
   int schedule = schedule_from_env();  // kIssue, kRotate or a pinned phase
+  double legacy_clock = 0;             // device time of the legacy stream's last work
 };
 Registry& reg() {
   static Registry r;
@@ -75,9 +86,10 @@ cudaError_t bad_handle(const char* what) {
   return cudaErrorInvalidResourceHandle;
 }
 
-// Runs q's items until `until` have run. An item that throws still counts as run; an item that would
+// Runs q's items until `until` have run, and returns true; or, with block false, stops at work in progress
+// that is not done yet and returns false. An item that throws still counts as run; an item that would
 // synchronise its own stream (it would wait for itself: a hang on a GPU) stops the program.
-void run_until(Queue& q, uint64_t until) {
+bool run_until(Queue& q, uint64_t until, bool block = true) {
   if (q.running && q.done < until) {
     std::fprintf(stderr, "SIMT emulator: work on a stream waits for that same stream's later work\n");
     std::abort();
@@ -88,14 +100,31 @@ void run_until(Queue& q, uint64_t until) {
     ~Running() { q.running = false; }
   } running(q);
   while (q.done < until) {
-    Item item = std::move(q.items.front());
-    q.items.pop_front();
-    q.done++;  // counted first, so that a throwing item leaves the queue consistent
-    if (item.work)
+    Item& front = q.items.front();
+    if (front.wait_for) {
+      if (!run_until(*front.wait_for, front.wait_until, block)) return false;
+      q.clock = std::max(q.clock, front.wait_for->at[front.wait_until]);
+    } else if (front.start) {
+      if (!front.poll) front.poll = front.start();
+      while (!front.poll()) {
+        if (!block) return false;
+        std::this_thread::yield();
+      }
+      q.clock += front.cost;
+    } else {
+      Item item = std::move(front);
+      q.items.pop_front();
+      q.done++;  // counted first, so that a throwing item leaves the queue consistent
+      q.clock += item.cost;
+      q.at.push_back(q.clock);
       item.work();
-    else
-      run_until(*item.wait_for, item.wait_until);
+      continue;
+    }
+    q.items.pop_front();
+    q.done++;
+    q.at.push_back(q.clock);
   }
+  return true;
 }
 
 // Every stream's queued work (only the blocking streams' for the legacy default stream), stream after
@@ -147,7 +176,7 @@ std::shared_ptr<Queue> find(cudaStream_t s) {
 void push(Queue& q, Item item) {
   q.items.push_back(std::move(item));
   q.issued++;
-  if (eager(q)) run_until(q, q.issued);
+  if (eager(q)) run_until(q, q.issued, false);  // as far as it goes without waiting for work in progress
 }
 
 // A new handle value (never dereferenced; never one a destroyed stream or event had).
@@ -155,17 +184,35 @@ void* token() { return reinterpret_cast<void*>((uintptr_t{0x51D7} << 32) + 16 * 
 
 }  // namespace
 
-cudaError_t enqueue(cudaStream_t s, Work work) {
+cudaError_t enqueue(cudaStream_t s, Work work, double cost_us) {
   std::lock_guard<std::recursive_mutex> lock(reg().mu);
   if (!s) {
     finish(true);
+    Registry& r = reg();
+    for (auto& [handle, q] : r.streams)
+      if (q->blocking) r.legacy_clock = std::max(r.legacy_clock, q->clock);
     work();
+    r.legacy_clock += cost_us;
     next_phase();
     return cudaSuccess;
   }
   auto q = find(s);
   if (!q) return bad_handle("work queued on a stream that is not live");
-  push(*q, Item{std::move(work), nullptr, 0});
+  Item item;
+  item.work = std::move(work);
+  item.cost = cost_us;
+  push(*q, std::move(item));
+  return cudaSuccess;
+}
+
+cudaError_t enqueue_async(cudaStream_t s, std::function<Poll()> start, double cost_us) {
+  std::lock_guard<std::recursive_mutex> lock(reg().mu);
+  auto q = find(s);
+  if (!q) return bad_handle("work queued on a stream that is not live (or the legacy stream, not emulated here)");
+  Item item;
+  item.start = std::move(start);
+  item.cost = cost_us;
+  push(*q, std::move(item));
   return cudaSuccess;
 }
 
@@ -213,16 +260,24 @@ cudaError_t stream_wait_event(cudaStream_t s, cudaEvent_t e) {
   }
   auto q = find(s);
   if (!q) return bad_handle("cudaStreamWaitEvent on a stream that is not live");
-  if (!m.queue || m.queue->done >= m.until) return cudaSuccess;
-  push(*q, Item{Work{}, m.queue, m.until});
+  if (!m.queue) {  // an event of the legacy stream: its time only
+    q->clock = std::max(q->clock, m.time);
+    return cudaSuccess;
+  }
+  Item item;
+  item.wait_for = m.queue;
+  item.wait_until = m.until;
+  push(*q, std::move(item));
   return cudaSuccess;
 }
 
-cudaError_t event_create(cudaEvent_t* e) {
+cudaError_t event_create(cudaEvent_t* e, bool timing) {
   if (!e) return bad_handle("cudaEventCreate with a null handle pointer");
   std::lock_guard<std::recursive_mutex> lock(reg().mu);
   *e = static_cast<cudaEvent_t>(token());
-  reg().events[*e] = Mark{};
+  Mark m;
+  m.timing = timing;
+  reg().events[*e] = m;
   return cudaSuccess;
 }
 
@@ -236,14 +291,24 @@ cudaError_t event_record(cudaEvent_t e, cudaStream_t s) {
   std::lock_guard<std::recursive_mutex> lock(reg().mu);
   auto it = reg().events.find(e);
   if (it == reg().events.end()) return bad_handle("cudaEventRecord on an event that is not live");
+  const bool timing = it->second.timing;
   if (!s) {  // an operation of the legacy stream: after the blocking streams' work, which then is done
     finish(true);
-    it->second = Mark{};
+    Mark m;
+    m.timing = timing;
+    m.time = reg().legacy_clock;
+    for (auto& [handle, q] : reg().streams)
+      if (q->blocking) m.time = std::max(m.time, q->clock);
+    it->second = m;
     return cudaSuccess;
   }
   auto q = find(s);
   if (!q) return bad_handle("cudaEventRecord on a stream that is not live");
-  it->second = Mark{q, q->issued};
+  Mark m;
+  m.queue = q;
+  m.until = q->issued;
+  m.timing = timing;
+  it->second = m;
   return cudaSuccess;
 }
 
@@ -254,6 +319,36 @@ cudaError_t event_synchronize(cudaEvent_t e) {
   const Mark m = it->second;
   next_phase();
   if (m.queue) run_until(*m.queue, m.until);
+  return cudaSuccess;
+}
+
+cudaError_t event_query(cudaEvent_t e) {
+  std::lock_guard<std::recursive_mutex> lock(reg().mu);
+  auto it = reg().events.find(e);
+  if (it == reg().events.end()) return bad_handle("cudaEventQuery on an event that is not live");
+  const Mark m = it->second;
+  if (!m.queue || m.queue->done >= m.until) return cudaSuccess;
+  if (!run_until(*m.queue, m.until, false)) return cudaErrorNotReady;
+  next_phase();  // the host may now read what the stream wrote: a synchronisation
+  return cudaSuccess;
+}
+
+cudaError_t event_elapsed(float* ms, cudaEvent_t a, cudaEvent_t b) {
+  std::lock_guard<std::recursive_mutex> lock(reg().mu);
+  auto ia = reg().events.find(a), ib = reg().events.find(b);
+  if (!ms || ia == reg().events.end() || ib == reg().events.end())
+    return bad_handle("cudaEventElapsedTime on an event that is not live");
+  if (!ia->second.timing || !ib->second.timing)
+    return bad_handle("cudaEventElapsedTime on an event made with cudaEventDisableTiming");
+  auto time_of = [](const Mark& m, double* t) {
+    if (!m.queue) return *t = m.time, true;
+    if (m.queue->done < m.until) return false;
+    *t = m.queue->at[m.until];
+    return true;
+  };
+  double ta = 0, tb = 0;
+  if (!time_of(ia->second, &ta) || !time_of(ib->second, &tb)) return cudaErrorNotReady;
+  *ms = static_cast<float>((tb - ta) / 1000.0);
   return cudaSuccess;
 }
 

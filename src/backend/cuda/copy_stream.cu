@@ -1,6 +1,8 @@
 // See copy_stream.h.
 #include "src/backend/cuda/copy_stream.h"
 
+#include "src/backend/cuda/device_wait.h"
+
 #include "src/core/check.h"
 #include "src/core/cuda_check.h"
 
@@ -23,11 +25,15 @@ CopyStream::~CopyStream() {  // no throwing in a destructor: errors here are ign
 
 uint64_t CopyStream::copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t compute) {
   const uint64_t t = next_++;
-  CUDA_CHECK(cudaEventRecord(compute_ready_, compute));
-  CUDA_CHECK(cudaStreamWaitEvent(stream_, compute_ready_, 0));
+  follow(compute);
   if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream_));
   CUDA_CHECK(cudaEventRecord(done_[t % kSlots], stream_));
   return t;
+}
+
+void CopyStream::follow(cudaStream_t compute) {
+  CUDA_CHECK(cudaEventRecord(compute_ready_, compute));
+  CUDA_CHECK(cudaStreamWaitEvent(stream_, compute_ready_, 0));
 }
 
 // A ticket older than the ring has had its event reused by a later copy; the stream runs copies in order,
@@ -42,8 +48,8 @@ void CopyStream::wait_device(uint64_t ticket, cudaStream_t compute) {
   CUDA_CHECK(cudaStreamWaitEvent(compute, slot(ticket, "wait_copy_device"), 0));
 }
 
-void CopyStream::wait_host(uint64_t ticket) { CUDA_CHECK(cudaEventSynchronize(slot(ticket, "wait_copy_host"))); }
+void CopyStream::wait_host(uint64_t ticket) { wait_event(slot(ticket, "wait_copy_host"), "an offload copy"); }
 
-void CopyStream::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void CopyStream::synchronize() { wait_stream(stream_, "the copy stream"); }
 
 }  // namespace gpt::cuda

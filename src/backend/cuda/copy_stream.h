@@ -3,8 +3,9 @@
 // Ordering is by events only. copy() records an event on the compute stream and makes the copy stream
 // wait for it, so the copy starts after everything queued on compute so far (its source is written and
 // its destination is no longer read); it then records the ticket's "done" event on the copy stream.
-// wait_device() makes the compute stream wait for that event (the host never blocks); wait_host() blocks
-// the host until the copy is done (before the host reads a device-to-host result). Tickets live in a ring
+// wait_device() makes the compute stream wait for that event (the host never blocks); wait_host() holds
+// the host until the copy is done (before the host reads a device-to-host result), polling the event
+// (device_wait.h) so that a hang is reported, not waited out. Tickets live in a ring
 // of kSlots events: for a ticket older than kSlots copies the newest copy is waited for instead (copies
 // complete in issue order, so that wait covers it).
 #pragma once
@@ -27,6 +28,9 @@ class CopyStream {
 
   // Enqueues one copy after the work queued so far on `compute`; returns its ticket (>= 1).
   uint64_t copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t compute);
+  // Orders what is queued next on the copy stream after the work queued so far on `compute` (each copy does
+  // this first; the trace's marks on this stream too).
+  void follow(cudaStream_t compute);
   void wait_device(uint64_t ticket, cudaStream_t compute);  // compute waits for the copy (no host block)
   void wait_host(uint64_t ticket);                          // the host waits for the copy
   void synchronize();                                       // the host waits for every copy

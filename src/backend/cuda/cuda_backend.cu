@@ -8,6 +8,11 @@
 // scratch grows on demand, after waiting for the stream, so no op sees its scratch freed under it. Both
 // blocks are tagged "workspace" in the ledger.
 //
+// Waits and time: every host synchronisation polls (device_wait.h), so a hung collective ends the rank with
+// a message instead of blocking it; the compute and copy streams each carry a clock (stream_clock.h) bound
+// to the trace's "compute" and "copies" tracks, so a --trace on cuda shows when the work ran, not when it was
+// queued.
+//
 // Memory cross-check: the device bytes in use as the driver sees them (cudaMemGetInfo) are recorded at
 // construction, so cuda_memory_check can set the ledger against what the process has allocated since.
 //
@@ -27,7 +32,10 @@
 #include "src/backend/backend.h"
 #include "src/backend/cuda/copy_stream.h"
 #include "src/backend/cuda/cuda_backend.h"
+#include "src/backend/cuda/device_wait.h"
+#include "src/backend/cuda/stream_clock.h"
 #include "src/backend/peak_flops.h"
+#include "src/util/trace.h"
 
 namespace gpt {
 
@@ -108,12 +116,18 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaSetDevice(device_));
     CUDA_CHECK(cudaStreamCreate(&stream_));
     copy_stream_ = std::make_unique<cuda::CopyStream>();
+    compute_clock_ = std::make_unique<cuda::EventClock>(stream_);
+    copy_clock_ = std::make_unique<cuda::EventClock>(copy_stream_->stream(), [this] { copy_stream_->follow(stream_); });
+    trace::bind_clock(trace::kCompute, compute_clock_.get());
+    trace::bind_clock(trace::kCopies, copy_clock_.get());
     CUBLAS_CHECK(cublasLtCreate(&blas_.handle));
     baseline_in_use_ = driver_in_use();  // the context and handle exist; nothing of ours is allocated yet
     blas_.workspace = alloc(kCublasWorkspaceBytes, MemCat::workspace);
     blas_.workspace_bytes = kCublasWorkspaceBytes;
   }
   ~CudaBackend() override {
+    compute_clock_.reset();  // unbinds the trace's tracks
+    copy_clock_.reset();
     cudaStreamSynchronize(stream_);  // no throwing in a destructor: errors here are ignored
     if (copy_stream_) cudaStreamSynchronize(copy_stream_->stream());
 #ifdef GPT_WITH_CUDNN
@@ -187,7 +201,7 @@ class CudaBackend final : public Backend {
     copy(dst, src, bytes, cudaMemcpyDeviceToHost);
   }
   void synchronize() override {
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    cuda::wait_stream(stream_, "a device synchronisation");
     copy_stream_->synchronize();
   }
   uint64_t copy_h2d_async(void* dst, const void* src, size_t bytes) override {
@@ -352,10 +366,13 @@ class CudaBackend final : public Backend {
                     const AdamWParams& hp) override {
     cuda::adamw_update(param, grad, m, v, static_cast<bf16*>(param_out), n, hp, stream_);
   }
+  // The kernels' own wait then covers only their reduction: what came before (collectives) is polled first.
   double sum_squares(const float* x, size_t n) override {
+    cuda::wait_stream(stream_, "the gradient norm");
     return cuda::sum_squares(x, n, scratch("sum_squares", cuda::sum_squares_scratch_bytes()), stream_);
   }
   double sum_squares_all(const float* const* xs, const size_t* ns, int count) override {
+    cuda::wait_stream(stream_, "the gradient norm");
     return cuda::sum_squares_all(xs, ns, count, scratch("sum_squares_all", cuda::sum_squares_scratch_bytes()),
                                  stream_);
   }
@@ -397,8 +414,12 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // A copy to pageable host memory returns only when it is done: the work before it is polled first, so the
+  // host never blocks in the driver behind a collective.
   void copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
-    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream_));
+    if (!bytes) return;
+    if (kind == cudaMemcpyDeviceToHost) cuda::wait_stream(stream_, "a copy to the host");
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream_));
   }
 
   // The scratch block for `op`, which needs `bytes`. Once reserve_workspace has run it never grows.
@@ -468,6 +489,7 @@ class CudaBackend final : public Backend {
 #endif
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<cuda::CopyStream> copy_stream_;  // created after cudaSetDevice, so on this device
+  std::unique_ptr<cuda::EventClock> compute_clock_, copy_clock_;  // the trace's device time on each stream
   cuda::BlasContext blas_;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;

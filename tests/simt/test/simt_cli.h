@@ -1,5 +1,6 @@
-// Helpers for the tests that run gpt_simt (test_simt_cli.cpp, test_simt_ranks.cpp): the model they train,
-// its metrics file, and the peak gpt memplan predicts.
+// Helpers for the tests that run gpt_simt (test_simt_cli.cpp, test_simt_ranks.cpp, test_simt_device_trace.cpp,
+// test_simt_hang.cpp): the model they train, its metrics file, the peak gpt memplan predicts, and runs on
+// several ranks.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -40,5 +41,28 @@ inline double planned_peak(const std::string& attention, const std::string& extr
   const size_t brace = r.out.rfind("\n{");
   return parse_json(r.out.substr(brace == std::string::npos ? 0 : brace + 1)).at("device_peak_bytes").num;
 }
+
+// `gpt_simt <args>` on n ranks under mpiexec with the stream schedule `schedule`: its output and exit status.
+// `vars`: more variables for every rank ("GPT_SIMT_STOP_RANK=1 GPT_SIMT_STOP_AT=9").
+inline CliResult run_ranks(int n, const std::string& args, const char* schedule, const std::string& vars = "") {
+  std::string exports = "GPT_SIMT_DEVICES=" + std::to_string(n) + " GPT_SIMT_STREAMS=" + schedule + " " + vars;
+  std::string pass;  // mpiexec -x for each
+  std::istringstream in(exports);
+  for (std::string kv; in >> kv;) pass += " -x " + kv.substr(0, kv.find('='));
+  CliResult r;
+  r.code = run_command("export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 " + exports +
+                           "; timeout 300 mpiexec -n " + std::to_string(n) + " --oversubscribe" + pass + " " +
+                           gpt_binary() + " " + args,
+                       &r.out);
+  return r;
+}
+
+// Skips unless the build has the NCCL communicator (emulated over MPI here) and mpiexec is here.
+#ifdef GPT_WITH_NCCL
+#define SKIP_WITHOUT_RANKS() \
+  if (run_command("command -v mpiexec") != 0) GTEST_SKIP() << "mpiexec not installed"
+#else
+#define SKIP_WITHOUT_RANKS() GTEST_SKIP() << "this build has no NCCL communicator (it needs NCCL and MPI)"
+#endif
 
 }  // namespace gpt::test

@@ -19,17 +19,6 @@
 namespace gpt::test {
 namespace {
 
-// The run's output under mpiexec, and its exit status.
-CliResult run_ranks(int n, const std::string& args, const char* schedule) {
-  CliResult r;
-  r.code = run_command(
-      "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 GPT_SIMT_DEVICES=" +
-          std::to_string(n) + " GPT_SIMT_STREAMS=" + schedule + "; timeout 300 mpiexec -n " + std::to_string(n) +
-          " --oversubscribe -x GPT_SIMT_DEVICES -x GPT_SIMT_STREAMS " + gpt_binary() + " " + args,
-      &r.out);
-  return r;
-}
-
 // `gpt_simt <args>` on n ranks; returns the model file it wrote to `out`.
 std::string ranks_model(int n, const std::string& args, const char* schedule, const std::string& out) {
   const CliResult r = run_ranks(n, args + " --out " + out, schedule);
@@ -38,14 +27,6 @@ std::string ranks_model(int n, const std::string& args, const char* schedule, co
   EXPECT_GT(bytes.size(), 0u) << args << "\n" << r.out;
   return bytes;
 }
-
-// Skips unless the build has the NCCL communicator (emulated over MPI here) and mpiexec is here.
-#ifdef GPT_WITH_NCCL
-#define SKIP_WITHOUT_RANKS() \
-  if (run_command("command -v mpiexec") != 0) GTEST_SKIP() << "mpiexec not installed"
-#else
-#define SKIP_WITHOUT_RANKS() GTEST_SKIP() << "this build has no NCCL communicator (it needs NCCL and MPI)"
-#endif
 
 // Whether `args` on n ranks trains the same model bytes under every schedule as in call order (the comm
 // stream is the third: compute and copy come with the backend); returns those bytes. `reference_flags` go

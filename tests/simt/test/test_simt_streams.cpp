@@ -195,3 +195,75 @@ TEST(SimtStreams, StreamsAndEventsMustBeLive) {
 
 }  // namespace
 }  // namespace gpt::cuda
+
+namespace gpt::cuda {
+namespace {
+
+// Device time follows stream order, whatever order the emulator ran the streams in: under each phase, a kernel
+// on stream b that waits for stream a's two kernels starts after them, so b's three kernels end 4 kernel times
+// after a's start (its first ran beside a's). An event made without timing
+// has no time, and an event whose stream has not run past it is not ready.
+TEST(SimtStreams, EventTimesFollowStreamOrder) {
+  for (int phase = 0; phase <= 2; phase++) {
+    PinPhase pin(phase);
+    Stream a, b;
+    DeviceFloats d(kN), e(kN);
+    cudaEvent_t start, a_done, b_done, untimed;
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&a_done));
+    CUDA_CHECK(cudaEventCreate(&b_done));
+    CUDA_CHECK(cudaEventCreateWithFlags(&untimed, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventRecord(start, a.s));
+    fill(d.p, 1.0f, a.s);
+    fill(d.p, 2.0f, a.s);
+    CUDA_CHECK(cudaEventRecord(a_done, a.s));
+    fill(e.p, 3.0f, b.s);  // b's first kernel runs beside a's
+    CUDA_CHECK(cudaStreamWaitEvent(b.s, a_done, 0));
+    fill(e.p, 4.0f, b.s);
+    fill(e.p, 5.0f, b.s);
+    CUDA_CHECK(cudaEventRecord(b_done, b.s));
+    CUDA_CHECK(cudaEventRecord(untimed, b.s));
+    float ms = 0;
+    CUDA_CHECK(cudaEventSynchronize(b_done));
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start, a_done));
+    EXPECT_FLOAT_EQ(ms, 2 * simt::kKernelUs / 1000) << "phase " << phase;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start, b_done));
+    EXPECT_FLOAT_EQ(ms, 4 * simt::kKernelUs / 1000) << "phase " << phase;
+    EXPECT_EQ(cudaEventElapsedTime(&ms, start, untimed), cudaErrorInvalidResourceHandle);
+    (void)cudaGetLastError();
+    for (cudaEvent_t ev : {start, a_done, b_done, untimed}) cudaEventDestroy(ev);
+  }
+}
+
+// Work that completes later (a collective waiting for its peer) holds its stream: a query says not ready and
+// returns, the work behind it waits, and once its poll says done the stream goes on, the work lasting its cost.
+TEST(SimtStreams, QueriesReturnWhileWorkIsInProgress) {
+  for (int phase = 0; phase <= 1; phase++) {
+    PinPhase pin(phase);
+    Stream s;
+    DeviceFloats d(kN);
+    bool peer_came = false;
+    int polls = 0;
+    cudaEvent_t start, done;
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&done));
+    CUDA_CHECK(cudaEventRecord(start, s.s));
+    ASSERT_EQ(simt::enqueue_async(s.s, [&]() -> simt::Poll { return [&] { return polls++, peer_came; }; }, 7.0),
+              cudaSuccess);
+    fill(d.p, 1.0f, s.s);
+    CUDA_CHECK(cudaEventRecord(done, s.s));
+    EXPECT_EQ(cudaEventQuery(done), cudaErrorNotReady) << "phase " << phase;
+    EXPECT_EQ(cudaEventQuery(done), cudaErrorNotReady) << "phase " << phase;
+    EXPECT_GE(polls, 2) << "phase " << phase;
+    peer_came = true;
+    EXPECT_EQ(cudaEventQuery(done), cudaSuccess) << "phase " << phase;
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start, done));
+    EXPECT_FLOAT_EQ(ms, (7.0 + simt::kKernelUs) / 1000) << "phase " << phase;
+    cudaEventDestroy(start);
+    cudaEventDestroy(done);
+  }
+}
+
+}  // namespace
+}  // namespace gpt::cuda
