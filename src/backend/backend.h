@@ -76,11 +76,14 @@ class Backend {
   virtual void copy_h2d(void* dst, const void* src, size_t bytes) = 0;  // host -> device
   virtual void copy_d2h(void* dst, const void* src, size_t bytes) = 0;  // device -> host
   virtual void synchronize() = 0;  // waits for every op and copy, on every stream
-  // The copy stream (offload traffic): a host<->device copy that overlaps compute on GPU backends. It
-  // starts after all work queued so far (its source is written, its destination no longer read) and
-  // returns a ticket: wait_copy_device(t) makes work queued afterwards wait for it without blocking the
-  // host; wait_copy_host(t) blocks the host until it is done (before the host reads a device-to-host
-  // result). Host buffers come from alloc_host (pinned). The cpu backend copies at once (tickets are done).
+  // The copy streams (offload traffic): a host<->device copy that overlaps compute on GPU backends, one stream
+  // per direction (PCIe moves both ways at once). A copy starts after all work queued so far (its source is
+  // written, its destination no longer read) and returns a ticket: wait_copy_device(t) makes work queued
+  // afterwards wait for it without blocking the host; wait_copy_host(t) blocks the host until it is done
+  // (before the host reads a device-to-host result). Copies of one direction complete in issue order; the two
+  // directions are not ordered with each other, so what an upload writes is read by a download only after
+  // wait_copy_device of the upload. Host buffers come from alloc_host (pinned). The cpu backend copies at
+  // once (tickets are done).
   virtual uint64_t copy_h2d_async(void* dst, const void* src, size_t bytes);
   virtual uint64_t copy_d2h_async(void* dst, const void* src, size_t bytes);
   virtual void wait_copy_device(uint64_t ticket) {}

@@ -31,7 +31,7 @@ uint64_t StateStore::upload_param(int u, float* dst) {
   trace::Scope copy(trace::kCopies, "h2d " + name(u), "copy");
   // On the copy stream, after the previous reader of the staging buffer (queued on compute before now).
   const size_t n = (size_t)geo_.units[u].shard_numel;
-  return track(be_.copy_h2d_async(dst, units_[u].param, n * sizeof(float)));
+  return track(be_.copy_h2d_async(dst, units_[u].param, n * sizeof(float)), false);
 }
 
 void StateStore::add_reduced(int slot, int u, const float* reduced) {
@@ -40,10 +40,10 @@ void StateStore::add_reduced(int slot, int u, const float* reduced) {
     be_.accumulate_f32(units_[u].grad, reduced, n, (float)geo_.world);
     return;
   }
-  trace::Scope copy(trace::kCopies, "d2h grad " + name(u), "copy");
+  trace::Scope copy(trace::kCopiesD2H, "d2h grad " + name(u), "copy");
   ReducedCopy& c = copies_[slot];
   finish_host_grad(c);  // the previous unit's copy out of this slot, before host_rs is overwritten
-  c.d2h = track(be_.copy_d2h_async(c.host_rs, reduced, n * sizeof(float)));
+  c.d2h = track(be_.copy_d2h_async(c.host_rs, reduced, n * sizeof(float)), true);
   c.reads_device = true;
   c.unit = u;  // added on the host later, while the device runs ahead
 }
@@ -66,11 +66,13 @@ void StateStore::release_copy_source(int slot) {
   c.reads_device = false;
 }
 
-// Copies finish in issue order, so waiting for the newest covers them all; afterwards no copy reads any
-// slot (work queued from here on starts after them).
+// Copies of each direction finish in issue order, so waiting for the newest of each covers them all;
+// afterwards no copy reads any slot (work queued from here on starts after them).
 void StateStore::wait_host_copies() {
-  if (last_copy_) be_.wait_copy_host(last_copy_);
-  last_copy_ = 0;
+  for (uint64_t& t : last_copy_) {
+    if (t) be_.wait_copy_host(t);
+    t = 0;
+  }
   for (ReducedCopy& c : copies_) c.reads_device = false;
 }
 
@@ -87,9 +89,9 @@ void StateStore::refresh_device_copy(int u) {
   }
   if (geo_.opt.offload != OffloadMode::optimizer) return;
   if (be_.compute_dtype() == DType::F32) {
-    be_.wait_copy_device(track(be_.copy_h2d_async(s.param_dev, s.param, n * sizeof(float))));
+    be_.wait_copy_device(track(be_.copy_h2d_async(s.param_dev, s.param, n * sizeof(float)), false));
   } else {
-    be_.wait_copy_device(track(be_.copy_h2d_async(refresh_stage_, s.param, n * sizeof(float))));
+    be_.wait_copy_device(track(be_.copy_h2d_async(refresh_stage_, s.param, n * sizeof(float)), false));
     be_.f32_to_compute(s.param_dev, refresh_stage_, n);
   }
 }

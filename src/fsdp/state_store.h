@@ -10,7 +10,8 @@
 //    reads it is queued (ParamSide), so it overlaps the compute queued before; a reduced shard's
 //    copy to the host (add_reduced) is waited for by the host only when that gradient slot's host buffer is
 //    needed again or at finish_host_grads, and by the compute stream before the slot's device buffers are
-//    rewritten (release_copy_source). Copies complete in issue order, so waiting for the newest covers all.
+//    rewritten (release_copy_source). Copies of one direction complete in issue order, so waiting for the
+//    newest of each covers all.
 //  - Device copies of the params (param_dev) are refreshed by one mechanism, refresh_device_copy, whenever
 //    the fp32 params change by any other way than an update that writes them itself (loading, host AdamW).
 //  - The reduced gradient is divided by the world size as it is added into the grad shard: the average over
@@ -133,7 +134,11 @@ class StateStore {
  private:
   float* state_ptr(int u, ShardState which);
   void finish_host_grad(ReducedCopy& c);
-  uint64_t track(uint64_t ticket) { return last_copy_ = ticket ? ticket : last_copy_; }
+  // Notes the newest copy of its direction (uploads [0], downloads [1]); returns the ticket.
+  uint64_t track(uint64_t ticket, bool to_host) {
+    if (ticket) last_copy_[to_host ? 1 : 0] = ticket;
+    return ticket;
+  }
   const std::string& name(int u) const { return layout_.unit(u).name; }
 
   Backend& be_;                      // compute: where the device copies and staging live
@@ -145,7 +150,7 @@ class StateStore {
   std::vector<UnitStates> units_;
   std::vector<ReducedCopy> copies_;  // [gradient slot]
   float* refresh_stage_ = nullptr;   // (max shard) fp32 device staging to refresh param_dev (offload optimizer)
-  uint64_t last_copy_ = 0;           // ticket of the newest offload copy (copies complete in issue order)
+  uint64_t last_copy_[2] = {0, 0};   // tickets of the newest upload and download (each direction in order)
 };
 
 }  // namespace gpt

@@ -24,7 +24,7 @@ void ActivationRing::offload(int l) {
   Slot& s = slot(l);
   GPT_CHECK(s.holds == l, "activation ring: offload of layer ", l, " whose slot holds layer ", s.holds);
   if (stays(l, (int)layers_.size(), slots())) return;  // nothing evicts it before its backward
-  trace::Scope ts(trace::kCopies, str("d2h activations block", l), "copy");
+  trace::Scope ts(trace::kCopiesD2H, str("d2h activations block", l), "copy");
   for (const ActTransfer& t : layers_[l]) s.ticket = be_.copy_d2h_async(t.host, t.dev, t.bytes);
   s.incoming = false;
   on_host_[l] = true;

@@ -119,12 +119,16 @@ void SimBackend::copy_d2h(void* dst, const void*, size_t bytes) {
   if (dst && !(d >= kBase && d < dev.next_)) std::memset(dst, 0, bytes);
 }
 
-// A copy on the copy stream (after everything queued so far), with its span on the simulated copy track.
+// A copy on the copy stream of its direction (after everything queued so far), with its span on that
+// stream's simulated track.
 uint64_t SimBackend::stream_copy(const char* what, size_t bytes) {
   const double d = rates_ ? rates_->seconds(op_cost::host_device_copy(what, (double)bytes)) : 0;
+  const bool to_host = what[0] == 'd';
   double s = 0;
-  const uint64_t t = tl_.copy(d, &s);
-  if (d > 0) trace::span(trace::kCopyStream, str(what, " ", bytes, " B"), "copy", s * 1e6, tl_.copy_end(t) * 1e6);
+  const uint64_t t = tl_.copy(d, to_host, &s);
+  if (d > 0)
+    trace::span(to_host ? trace::kCopyStreamD2H : trace::kCopyStream, str(what, " ", bytes, " B"), "copy", s * 1e6,
+                tl_.copy_end(t) * 1e6);
   return t;
 }
 uint64_t SimBackend::copy_h2d_async(void*, const void*, size_t bytes) { return stream_copy("h2d", bytes); }

@@ -47,11 +47,12 @@ double Timeline::host(double d, Phase p) {
   return host_;
 }
 
-uint64_t Timeline::copy(double d, double* start) {
+uint64_t Timeline::copy(double d, bool to_host, double* start) {
   double s = host_, e = 0;
   if (async_) {
-    s = std::max({copy_, compute_, host_});
-    e = copy_ = s + d;
+    double& stream = copy_[to_host ? 1 : 0];
+    s = std::max({stream, compute_, host_});
+    e = stream = s + d;
   } else {
     e = host(d, Phase::copies);
     s = e - d;
@@ -81,7 +82,7 @@ void Timeline::host_waits(double t, Phase cause) {
 // collective of a step is waited for on the compute stream before the step reads its loss).
 void Timeline::synchronize() {
   if (!async_) return;
-  const double end = std::max({compute_, copy_, host_});
+  const double end = std::max({compute_, copy_[0], copy_[1], host_});
   charge_gap(compute_, end);  // the compute stream's tail: the host's work by its phase, else host_wait
   compute_ = host_ = end;
   host_log_.clear();
@@ -102,7 +103,7 @@ double Timeline::on_channel(int channel, double d, double ready, double* start) 
 
 void Timeline::restart() {
   synchronize();
-  host_ = compute_ = copy_ = 0;
+  host_ = compute_ = copy_[0] = copy_[1] = 0;
   for (double& c : channels_) c = 0;
   for (double& c : copies_) c = 0;  // copies of the set-up are done
   host_log_.clear();

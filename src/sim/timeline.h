@@ -8,7 +8,8 @@
 //    compute "stream" is the host; on cuda it queues work and runs only the host side's own ops
 //    (offloaded states) and blocking waits.
 //  - compute: the device's stream (cuda); an op starts at max(stream free, host's issue time).
-//  - copy: host <-> device copies (cuda); a copy starts after all work queued so far.
+//  - copy: host -> device and device -> host copies (cuda: one stream each); a copy starts after all work
+//    queued so far.
 //  - comm channels: one per communicator stream (NCCL: one, shared by a world's splits).
 // Phases (what the step's critical timeline spends its time on): the compute stream's busy time by op kind,
 // and its idle time by the wait that caused it: a collective (exposed_comm), a copy (copies), the host
@@ -40,9 +41,10 @@ class Timeline {
   double host_time() const { return host_; }
   double compute_free() const { return async_ ? compute_ : host_; }
 
-  // A host <-> device copy of d seconds on the copy stream, after everything queued so far; returns its
-  // ticket (1-based). The cpu backend copies at once, on the host.
-  uint64_t copy(double d, double* start = nullptr);
+  // A host <-> device copy of d seconds on the copy stream of its direction (host to device, or device to
+  // host: the cuda backend's two copy streams, as PCIe moves both ways at once), after everything queued so
+  // far; returns its ticket (1-based). The cpu backend copies at once, on the host.
+  uint64_t copy(double d, bool to_host, double* start = nullptr);
   double copy_end(uint64_t ticket) const { return ticket ? copies_[ticket - 1] : 0; }
   // The compute stream (cpu: the host) waits until t; the idle time is charged to `cause`.
   void compute_waits(double t, Phase cause);
@@ -67,7 +69,7 @@ class Timeline {
   };
   void charge_gap(double from, double to);  // compute idle in [from, to): host spans by phase, else host_wait
   bool async_;
-  double host_ = 0, compute_ = 0, copy_ = 0;
+  double host_ = 0, compute_ = 0, copy_[2] = {0, 0};  // copy_[to_host]
   std::vector<double> copies_;    // [ticket - 1]: end of that copy
   std::vector<double> channels_;  // free time per channel
   std::vector<HostSpan> host_log_;  // async: the host's busy spans the compute stream has not reached yet

@@ -60,9 +60,11 @@ std::string track_name(int t) {
   if (t == kCompute) return "compute";
   if (t == kOptimizer) return "optimizer";
   if (t == kData) return "data";
-  if (t == kCopies) return "copies";
+  if (t == kCopies) return "copies h2d";
   if (t == kCommStream) return "comm stream";
-  if (t == kCopyStream) return "copy stream (simulated)";
+  if (t == kCopyStream) return "copy stream h2d (simulated)";
+  if (t == kCopyStreamD2H) return "copy stream d2h (simulated)";
+  if (t == kCopiesD2H) return "copies d2h";
   if (t == kEngineStream) return "engine ops (simulated compute stream)";
   if (t >= kReduceSlot0) return "reduce slot " + std::to_string(t - kReduceSlot0);
   if (t >= kGatherSlot0) return "gather slot " + std::to_string(t - kGatherSlot0);

@@ -1,15 +1,15 @@
 // The timeline trace (--trace FILE): Chrome / Perfetto JSON with one process per rank and one track per
 // activity, so the overlap of communication and compute can be seen, not guessed.
-//   tracks: "compute" (forward / recompute / backward of each unit), "optimizer", "data", "copies" (host
-//   <-> device offload traffic), one track per gather slot ("gather slot k": all-gather start -> finish)
-//   and per gradient slot ("reduce slot k": reduce-scatter start -> finish);
+//   tracks: "compute" (forward / recompute / backward of each unit), "optimizer", "data", "copies h2d" and
+//   "copies d2h" (host <-> device offload traffic), one track per gather slot ("gather slot k": all-gather
+//   start -> finish) and per gradient slot ("reduce slot k": reduce-scatter start -> finish);
 //   counters: bytes of gathered parameters / gradient slots in use, and communication bytes in flight.
 // Events are B/E pairs buffered in memory; at the end every rank writes a part file and rank 0 merges the
 // parts into FILE (a JSON object with "traceEvents"). Recording is a no-op when tracing is off.
 //
 // Device time. A GPU's streams run after the host queued their work, so a host timestamp says when work was
 // queued, not when it ran. A track bound to a StreamClock (bind_clock: the cuda backend binds "compute" to its
-// compute stream and "copies" to its copy stream, the NCCL communicator "comm stream" to its stream) takes the
+// compute stream and the two copy tracks to its copy streams, the NCCL communicator "comm stream" to its stream) takes the
 // times of its begin and end from marks in that stream's order; resolve() reads them once the streams passed
 // them (the trainer calls it after each step's host synchronisation) and places them on the trace's clock.
 // On the cpu backend nothing is bound: its ops run on the host, so host time is device time.
@@ -45,6 +45,8 @@ enum Track : int {
   kCommStream = 5,  // the collectives as their stream ran them (NCCL's stream; the simulated machine's)
   kCopyStream = 6,  // the simulated machine's copy stream (gpt memplan --time --trace)
   kEngineStream = 7,  // the engine's and the optimizer's ops on the simulated compute stream
+  kCopiesD2H = 8,     // device -> host copies ("copies d2h"; kCopies is "copies h2d")
+  kCopyStreamD2H = 9, // the simulated machine's device -> host copy stream
   kGatherSlot0 = 100,  // + slot index
   kReduceSlot0 = 200,  // + gradient slot index
 };

@@ -50,34 +50,36 @@ TEST(CudaCopyStream, TicketsOrderCopiesAndCompute) {
   round_trip_through_compute(*be);
 }
 
-// A ticket whose ring slot was reused by a later copy is waited for through the newest copy: the data
-// of the old copy is there afterwards, and a ticket never issued is refused.
+// A ticket whose ring slot was reused by a later copy of its direction is waited for through the newest copy
+// of that direction: the data of the old copy is there afterwards, and a ticket never issued is refused. The
+// download reads what an upload wrote only after compute waited for the upload (the two directions run on
+// two streams, not ordered with each other).
 TEST(CudaCopyStream, OldTicketsWaitForTheNewestCopy) {
   if (!gpt::cuda_available()) GTEST_SKIP() << "no CUDA GPU visible";
   auto be = make_backend("cuda");
   const size_t n = size_t{1} << 20;
   float* host = static_cast<float*>(be->alloc_host(n * 4, MemCat::host_offload));  // (n) pinned
   float* back = static_cast<float*>(be->alloc_host(n * 4, MemCat::host_offload));  // (n) pinned
+  float* sink = static_cast<float*>(be->alloc_host(4, MemCat::host_offload));      // (1) pinned
   float* dev = static_cast<float*>(be->alloc(n * 4, MemCat::activation));          // (n)
-  float* other = static_cast<float*>(be->alloc(4, MemCat::activation));            // (1)
   for (size_t i = 0; i < n; i++) host[i] = static_cast<float>(i), back[i] = -1.0f;
   const uint64_t first = be->copy_d2h_async(back, dev, 0);  // a ticket to age
-  be->copy_h2d_async(dev, host, n * 4);
+  be->wait_copy_device(be->copy_h2d_async(dev, host, n * 4));
   const uint64_t down = be->copy_d2h_async(back, dev, n * 4);
-  for (int i = 0; i < 300; i++) be->copy_h2d_async(other, host, 4);  // 300 > the ring's 256 events
+  for (int i = 0; i < 300; i++) be->copy_d2h_async(sink, dev, 4);  // 300 > the ring's 256 events
   EXPECT_NO_THROW(be->wait_copy_host(first));
   EXPECT_NO_THROW(be->wait_copy_host(down));  // also aged out: waits for the newest, which follows it
   size_t bad = 0;
   for (size_t i = 0; i < n; i++) bad += back[i] != host[i];
   EXPECT_EQ(bad, 0u);
   try {
-    be->wait_copy_host(1u << 30);
+    be->wait_copy_host(uint64_t{1} << 40);
     ADD_FAILURE() << "a ticket never issued was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("never issued"), std::string::npos) << e.what();
   }
   be->synchronize();
-  be->free(dev), be->free(other), be->free_host(host), be->free_host(back);
+  be->free(dev), be->free_host(host), be->free_host(back), be->free_host(sink);
 }
 
 }  // namespace

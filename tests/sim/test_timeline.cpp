@@ -19,7 +19,7 @@ double at(const Timeline& t, Phase p) { return t.phases()[(int)p]; }
 TEST(Timeline, TheCpuBackendRunsEverythingOnTheHost) {
   Timeline t(false);
   t.compute(2, Phase::forward);
-  const uint64_t c = t.copy(1);  // a memcpy, at once
+  const uint64_t c = t.copy(1, false);  // a memcpy, at once
   EXPECT_DOUBLE_EQ(t.copy_end(c), 3);
   t.host(0.5, Phase::optimizer);
   t.host_waits(5, Phase::exposed_comm);  // a blocking collective
@@ -36,7 +36,7 @@ TEST(Timeline, AGpuStreamRunsBesideTheHostAndWaitsChargeTheirCause) {
   Timeline t(true);
   t.compute(2, Phase::forward);       // [0, 2] while the host stays at 0
   EXPECT_DOUBLE_EQ(t.host_time(), 0);
-  const uint64_t c = t.copy(1);       // after the queued compute: [2, 3]
+  const uint64_t c = t.copy(1, false);  // after the queued compute: [2, 3]
   EXPECT_DOUBLE_EQ(t.copy_end(c), 3);
   t.compute_waits(t.copy_end(c), Phase::copies);  // the stream idles [2, 3]
   const int ch = t.add_channel();
@@ -58,7 +58,7 @@ TEST(Timeline, AGpuStreamRunsBesideTheHostAndWaitsChargeTheirCause) {
 TEST(Timeline, TheFinalSyncWaitsForCopiesAsHostWait) {
   Timeline t(true);
   t.compute(1, Phase::forward);
-  t.copy(5);  // [1, 6], nobody waits until the end
+  t.copy(5, false);  // [1, 6], nobody waits until the end
   t.synchronize();
   EXPECT_DOUBLE_EQ(t.host_time(), 6);
   EXPECT_DOUBLE_EQ(at(t, Phase::host_wait), 5);

@@ -1,5 +1,6 @@
-// The CUDA backend: bf16 compute dtype, one compute stream that every op and plain copy is queued on, a
-// copy stream for the offload copies (copy_stream.h: ordered against compute by events only), one
+// The CUDA backend: bf16 compute dtype, one compute stream that every op and plain copy is queued on, two
+// copy streams for the offload copies, one per direction (copy_stream.h: ordered against compute by events
+// only; PCIe moves both ways at once), one
 // cuBLASLt handle with a 32 MiB workspace (and its cache of planned products), and one scratch block for
 // ops with temporaries (attention's head-major copies and (T,T) matrices, or the cuDNN attention plans'
 // workspace, the deterministic gradient reductions). reserve_workspace sizes the scratch for a model's
@@ -10,8 +11,8 @@
 //
 // Waits and time: every host synchronisation polls (device_wait.h), so a hung collective ends the rank with
 // a message instead of blocking it; the compute and copy streams each carry a clock (stream_clock.h) bound
-// to the trace's "compute" and "copies" tracks, so a --trace on cuda shows when the work ran, not when it was
-// queued.
+// to the trace's "compute", "copies" and "copies d2h" tracks, so a --trace on cuda shows when the work ran,
+// not when it was queued.
 //
 // Memory cross-check: the device bytes in use as the driver sees them (cudaMemGetInfo) are recorded at
 // construction, so cuda_memory_check can set the ledger against what the process has allocated since.
@@ -115,11 +116,14 @@ class CudaBackend final : public Backend {
   explicit CudaBackend(int local_rank) : device_(pick_device(local_rank)) {
     CUDA_CHECK(cudaSetDevice(device_));
     CUDA_CHECK(cudaStreamCreate(&stream_));
-    copy_stream_ = std::make_unique<cuda::CopyStream>();
+    for (auto& c : copy_) c = std::make_unique<cuda::CopyStream>();
     compute_clock_ = std::make_unique<cuda::EventClock>(stream_);
-    copy_clock_ = std::make_unique<cuda::EventClock>(copy_stream_->stream(), [this] { copy_stream_->follow(stream_); });
     trace::bind_clock(trace::kCompute, compute_clock_.get());
-    trace::bind_clock(trace::kCopies, copy_clock_.get());
+    for (int d = 0; d < 2; d++) {
+      cuda::CopyStream& c = *copy_[d];
+      copy_clock_[d] = std::make_unique<cuda::EventClock>(c.stream(), [this, &c] { c.follow(stream_); });
+      trace::bind_clock(d ? trace::kCopiesD2H : trace::kCopies, copy_clock_[d].get());
+    }
     CUBLAS_CHECK(cublasLtCreate(&blas_.handle));
     baseline_in_use_ = driver_in_use();  // the context and handle exist; nothing of ours is allocated yet
     blas_.workspace = alloc(kCublasWorkspaceBytes, MemCat::workspace);
@@ -127,9 +131,10 @@ class CudaBackend final : public Backend {
   }
   ~CudaBackend() override {
     compute_clock_.reset();  // unbinds the trace's tracks
-    copy_clock_.reset();
+    for (auto& c : copy_clock_) c.reset();
     cudaStreamSynchronize(stream_);  // no throwing in a destructor: errors here are ignored
-    if (copy_stream_) cudaStreamSynchronize(copy_stream_->stream());
+    for (auto& c : copy_)
+      if (c) cudaStreamSynchronize(c->stream());
 #ifdef GPT_WITH_CUDNN
     cudnn_.reset();  // its handle is bound to stream_
 #endif
@@ -202,16 +207,17 @@ class CudaBackend final : public Backend {
   }
   void synchronize() override {
     cuda::wait_stream(stream_, "a device synchronisation");
-    copy_stream_->synchronize();
+    for (auto& c : copy_) c->synchronize();
   }
+  // A backend ticket is the copy stream's ticket shifted left by one, its low bit the direction (1: to host).
   uint64_t copy_h2d_async(void* dst, const void* src, size_t bytes) override {
-    return copy_stream_->copy(dst, src, bytes, cudaMemcpyHostToDevice, stream_);
+    return copy_[0]->copy(dst, src, bytes, cudaMemcpyHostToDevice, stream_) << 1;
   }
   uint64_t copy_d2h_async(void* dst, const void* src, size_t bytes) override {
-    return copy_stream_->copy(dst, src, bytes, cudaMemcpyDeviceToHost, stream_);
+    return copy_[1]->copy(dst, src, bytes, cudaMemcpyDeviceToHost, stream_) << 1 | 1;
   }
-  void wait_copy_device(uint64_t ticket) override { copy_stream_->wait_device(ticket, stream_); }
-  void wait_copy_host(uint64_t ticket) override { copy_stream_->wait_host(ticket); }
+  void wait_copy_device(uint64_t ticket) override { copy_[ticket & 1]->wait_device(ticket >> 1, stream_); }
+  void wait_copy_host(uint64_t ticket) override { copy_[ticket & 1]->wait_host(ticket >> 1); }
 
   void f32_to_compute(void* dst, const float* src, size_t n) override {
     if (n == 0) return;
@@ -488,8 +494,10 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::CudnnAttention> cudnn_;  // the cudnn path's handle and plans, made when it is chosen
 #endif
   cudaStream_t stream_ = nullptr;
-  std::unique_ptr<cuda::CopyStream> copy_stream_;  // created after cudaSetDevice, so on this device
-  std::unique_ptr<cuda::EventClock> compute_clock_, copy_clock_;  // the trace's device time on each stream
+  // The copy streams, [0] host -> device and [1] device -> host (created after cudaSetDevice, so on this device),
+  // and the trace's clocks on the compute stream and on each of them.
+  std::unique_ptr<cuda::CopyStream> copy_[2];
+  std::unique_ptr<cuda::EventClock> compute_clock_, copy_clock_[2];
   cuda::BlasContext blas_;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;

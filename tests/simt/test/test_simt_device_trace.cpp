@@ -98,7 +98,7 @@ void expect_uploads_beside_compute(const Tracks& t, int ranks) {
   for (const auto& [name, spans] : t.at("compute"))
     for (const Span& s : spans) computes.push_back(s);
   for (int l = 1; l < 3; l++) {
-    const Span up = first(t, "copies", "h2d block" + std::to_string(l));
+    const Span up = first(t, "copies h2d", "h2d block" + std::to_string(l));
     const Span before = first(t, "compute", "forward block" + std::to_string(l - 1));
     EXPECT_LT(up.t0, before.t1) << ranks << " ranks: the upload of block " << l << " starts after block " << l - 1
                                 << "'s forward ended";
