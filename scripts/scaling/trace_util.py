@@ -1,6 +1,7 @@
 """Reading the Chrome/Perfetto trace written by `gpt train --trace`: one pid per rank; tids 1 compute,
-2 optimizer, 3 data, 4 copies, 100+k gather slot k, 200+k reduce slot k; B/E span pairs; counter events
-("ph": "C") "gathered params in use", "gradient slots in use", "comm bytes in flight" with args.bytes.
+2 optimizer, 3 data, 4 copies h2d, 8 copies d2h, 100+k gather slot k, 200+k reduce slot k (CPU ranks; on GPU
+ranks 5, the comm stream, instead); B/E span pairs; counter events ("ph": "C") "gathered params in use",
+"gradient slots in use", "comm bytes in flight" with args.bytes.
 
 A training step on one rank is the window from the first "next_batch" after the previous step's AdamW
 ends to the end of this step's AdamW: evaluation and sampling (which run between steps) fall outside it.
