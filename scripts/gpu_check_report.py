@@ -181,7 +181,8 @@ def trace_note(path):
     last = [(a, b) for _, a, b in compute if a >= t0]
     end = max(b for _, b in last)
     busy = sum(b - a for a, b in last)
-    return True, f"spans per track: {counts}; last step on the compute stream {1e-3 * (end - t0):.2f} ms, busy {100 * busy / max(end - t0, 1e-9):.0f}%"
+    span_ms, busy_pct = 1e-3 * (end - t0), 100 * busy / max(end - t0, 1e-9)
+    return True, f"spans per track: {counts}; last step on the compute stream {span_ms:.2f} ms, busy {busy_pct:.0f}%"
 
 
 def fmt_tok(x):

@@ -11,8 +11,8 @@ namespace gpt {
 
 namespace {
 // Calls f(spec, member) for every buffer of the geometry, in allocation order: per unit the states' then the
-// gradient side's, the gather slots, the upload stages, the states' staging, then per gradient slot the gradient side's and the
-// states' host copy.
+// gradient side's, the gather slots, the upload stages, the states' staging, then per gradient slot the
+// gradient side's and the states' host copy.
 template <class F>
 void for_each_buffer(const EngineGeometry& g, F&& f) {
   for (int u = 0; u < (int)g.units.size(); u++) {

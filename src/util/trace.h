@@ -9,10 +9,10 @@
 //
 // Device time. A GPU's streams run after the host queued their work, so a host timestamp says when work was
 // queued, not when it ran. A track bound to a StreamClock (bind_clock: the cuda backend binds "compute" to its
-// compute stream and the two copy tracks to its copy streams, the NCCL communicator "comm stream" to its stream) takes the
-// times of its begin and end from marks in that stream's order; resolve() reads them once the streams passed
-// them (the trainer calls it after each step's host synchronisation) and places them on the trace's clock.
-// On the cpu backend nothing is bound: its ops run on the host, so host time is device time.
+// compute stream and the two copy tracks to its copy streams, the NCCL communicator "comm stream" to its
+// stream) takes the times of its begin and end from marks in that stream's order; resolve() reads them once the
+// streams passed them (the trainer calls it after each step's host synchronisation) and places them on the
+// trace's clock. On the cpu backend nothing is bound: its ops run on the host, so host time is device time.
 #pragma once
 #include <cstdint>
 #include <functional>

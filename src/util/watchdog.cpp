@@ -180,8 +180,11 @@ std::vector<HangSource> sources_now() {
 
 }  // namespace
 
-// Spins briefly (a step's host sync is usually near), then yields, then sleeps in growing naps up to 1 ms.
+// Polls as fast as the host allows (yielding the core to any other thread) for the first kYieldNs, which
+// covers a step's host waits on a GPU, then in naps of kNapNs: past that a wait is a long step or a hang, and a
+// nap adds at most 0.1 ms to it.
 void wait_until(const char* what, const std::function<bool()>& done) {
+  constexpr int64_t kYieldNs = 20'000'000, kNapNs = 100'000;
   State& s = state();
   struct Polling {
     State& s;
@@ -189,24 +192,22 @@ void wait_until(const char* what, const std::function<bool()>& done) {
     explicit Polling(State& st) : s(st), was(st.polling.exchange(true)) {}
     ~Polling() { s.polling.store(was); }
   } polling(s);
-  auto nap = std::chrono::microseconds(0);
-  for (int round = 0;; round++) {
+  const int64_t t0 = now_ns();
+  for (;;) {
     if (done()) return;
     {
       std::lock_guard<std::mutex> lock(s.sources_mu);
       for (auto& kv : s.sources)
         if (kv.second.check) kv.second.check();
     }
+    const int64_t t = now_ns();
     const double timeout = s.timeout_s.load();
-    const double idle = (now_ns() - s.last_ns.load(std::memory_order_relaxed)) / 1e9;
+    const double idle = (t - s.last_ns.load(std::memory_order_relaxed)) / 1e9;
     if (timeout > 0 && idle > timeout) report_hang(what, idle);
-    if (round < 64) continue;
-    if (round < 1024) {
+    if (t - t0 < kYieldNs)
       std::this_thread::yield();
-      continue;
-    }
-    nap = std::min(std::chrono::microseconds(1000), nap + std::chrono::microseconds(20));
-    std::this_thread::sleep_for(nap);
+    else
+      std::this_thread::sleep_for(std::chrono::nanoseconds(kNapNs));
   }
 }
 

@@ -179,6 +179,24 @@ void push(Queue& q, Item item) {
   if (eager(q)) run_until(q, q.issued, false);  // as far as it goes without waiting for work in progress
 }
 
+// Queues an item lasting cost_us on the live stream s.
+cudaError_t push_to(cudaStream_t s, Item item, double cost_us) {
+  auto q = find(s);
+  if (!q) return bad_handle("work queued on a stream that is not live");
+  item.cost = cost_us;
+  push(*q, std::move(item));
+  return cudaSuccess;
+}
+
+// The legacy stream's device time now: after its own last work and every blocking stream's (which it waits
+// for; call after finish(true)).
+double legacy_now() {
+  double t = reg().legacy_clock;
+  for (auto& [handle, q] : reg().streams)
+    if (q->blocking) t = std::max(t, q->clock);
+  return t;
+}
+
 // A new handle value (never dereferenced; never one a destroyed stream or event had).
 void* token() { return reinterpret_cast<void*>((uintptr_t{0x51D7} << 32) + 16 * ++reg().handles); }
 
@@ -188,32 +206,22 @@ cudaError_t enqueue(cudaStream_t s, Work work, double cost_us) {
   std::lock_guard<std::recursive_mutex> lock(reg().mu);
   if (!s) {
     finish(true);
-    Registry& r = reg();
-    for (auto& [handle, q] : r.streams)
-      if (q->blocking) r.legacy_clock = std::max(r.legacy_clock, q->clock);
+    reg().legacy_clock = legacy_now() + cost_us;
     work();
-    r.legacy_clock += cost_us;
     next_phase();
     return cudaSuccess;
   }
-  auto q = find(s);
-  if (!q) return bad_handle("work queued on a stream that is not live");
   Item item;
   item.work = std::move(work);
-  item.cost = cost_us;
-  push(*q, std::move(item));
-  return cudaSuccess;
+  return push_to(s, std::move(item), cost_us);
 }
 
 cudaError_t enqueue_async(cudaStream_t s, std::function<Poll()> start, double cost_us) {
   std::lock_guard<std::recursive_mutex> lock(reg().mu);
-  auto q = find(s);
-  if (!q) return bad_handle("work queued on a stream that is not live (or the legacy stream, not emulated here)");
+  if (!s) return bad_handle("work that completes later queued on the legacy stream (not emulated)");
   Item item;
   item.start = std::move(start);
-  item.cost = cost_us;
-  push(*q, std::move(item));
-  return cudaSuccess;
+  return push_to(s, std::move(item), cost_us);
 }
 
 cudaError_t stream_create(cudaStream_t* s, bool blocking) {
@@ -296,9 +304,7 @@ cudaError_t event_record(cudaEvent_t e, cudaStream_t s) {
     finish(true);
     Mark m;
     m.timing = timing;
-    m.time = reg().legacy_clock;
-    for (auto& [handle, q] : reg().streams)
-      if (q->blocking) m.time = std::max(m.time, q->clock);
+    m.time = legacy_now();
     it->second = m;
     return cudaSuccess;
   }

@@ -22,14 +22,15 @@
 // One host thread drives the emulated device; the queues are guarded for safety, not for concurrency.
 //
 // Device time. Each stream keeps a clock in emulated microseconds: an item starts when its stream has done the
-// items before it and reached the points its waits name, and lasts its cost (a wait lasts nothing). Costs are
-// a fixed model of a small GPU, never the emulator's own time, so device times are the same on every run and
+// items before it and reached the points its waits name, and lasts its cost (a wait lasts nothing). Costs are a
+// fixed model of a small GPU, never the emulator's own time, so device times are the same on every run and
 // machine: a kernel kKernelUs, a copy or memset kCopyUs plus its bytes at kCopyBytesPerUs, a collective
 // kCollectiveUs plus its bytes at kLinkBytesPerUs. An event's time is its stream's clock at the recorded point.
 // So times follow stream order, whatever order the emulator happened to run the queues in, as a GPU's would
-// (cudaEventElapsedTime, and the trace's device time). Work that completes later (enqueue_async: the emulated NCCL collectives, over
-// nonblocking MPI) holds its stream until its poll says done; a query (event_query) runs a stream as far as it
-// can without waiting for such work, so a host can poll a device whose peer rank has stopped.
+// (cudaEventElapsedTime, and the trace's device time). Work that completes later (enqueue_async: the emulated
+// NCCL collectives, over nonblocking MPI) holds its stream until its poll says done; a query (event_query) runs
+// a stream as far as it can without waiting for such work, so a host can poll a device whose peer rank has
+// stopped.
 #pragma once
 #include <cuda_runtime.h>
 

@@ -20,11 +20,10 @@ TEST(SimtHang, AStoppedRankEndsTheJobWithTheCollectiveNamed) {
   const int timeout_s = 10;
   const auto t0 = std::chrono::steady_clock::now();
   // Collective 12 on rank 1 falls in the second step (one step of this model issues 8 on each rank).
-  const CliResult r = run_ranks(2,
-                                "train " + kModel + "-T 32 -B 2 --sample-tokens 0 --steps 4 --train '" +
-                                    shakespeare_byte_dir() + "/train_*.bin' --device cuda --attention fused --timeout " +
-                                    std::to_string(timeout_s),
-                                "phases", "GPT_SIMT_STOP_RANK=1 GPT_SIMT_STOP_AT=12");
+  const std::string args = "train " + kModel + "-T 32 -B 2 --sample-tokens 0 --steps 4 --train '" +
+                           shakespeare_byte_dir() + "/train_*.bin' --device cuda --attention fused --timeout " +
+                           std::to_string(timeout_s);
+  const CliResult r = run_ranks(2, args, "phases", "GPT_SIMT_STOP_RANK=1 GPT_SIMT_STOP_AT=12");
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_LE(took, timeout_s + 30.0) << r.out;
