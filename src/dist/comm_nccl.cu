@@ -209,16 +209,16 @@ class NcclCommunicator final : public Communicator {
     SharedEvent done(make_event().release(), EventDestroy{});
     CUDA_CHECK(cudaEventRecord(ready_.get(), compute_));
     CUDA_CHECK(cudaStreamWaitEvent(stream_->stream, ready_.get(), 0));
-    trace::begin(trace::kCommStream, label.empty() ? std::string(kind_name) : str(kind_name, " ", label), "comm");
+    const bool traced = trace::on();
+    if (traced) trace::begin(trace::kCommStream, label.empty() ? kind_name : str(kind_name, " ", label), "comm");
     enqueue();
-    trace::end(trace::kCommStream);
+    if (traced) trace::end(trace::kCommStream);
     check_async(comm_.get(), what);
     CUDA_CHECK(cudaEventRecord(done.get(), stream_->stream));
     ledger_.record(kind, bytes);
     ledger_.add_in_flight(bytes);
     drop_finished_flights();
-    flights_.push_back({watchdog::next_issue_order(), done,
-                        str("the ", kind_name, label.empty() ? "" : " of " + label, " (", world_, " ranks)")});
+    flights_.push_back({watchdog::next_issue_order(), done, kind_name, label});
     return std::make_unique<NcclWork>(std::move(done), compute_, comm_.get(), &ledger_, bytes, this);
   }
 
@@ -226,7 +226,8 @@ class NcclCommunicator final : public Communicator {
   struct Flight {
     uint64_t order;
     SharedEvent done;
-    std::string what;
+    const char* kind;   // "all-gather"
+    std::string label;  // the engine's unit, or empty
   };
   void drop_finished_flights() {
     while (!flights_.empty() && cudaEventQuery(flights_.front().done.get()) == cudaSuccess) flights_.pop_front();
@@ -234,7 +235,8 @@ class NcclCommunicator final : public Communicator {
   watchdog::InFlight oldest_in_flight() {
     drop_finished_flights();
     if (flights_.empty()) return {};
-    return {flights_.front().order, flights_.front().what};
+    const Flight& f = flights_.front();
+    return {f.order, str("the ", f.kind, f.label.empty() ? "" : " of " + f.label, " (", world_, " ranks)")};
   }
 
   std::unique_ptr<Communicator> host_;

@@ -121,9 +121,9 @@ void SimBackend::copy_d2h(void* dst, const void*, size_t bytes) {
 
 // A copy on the copy stream of its direction (after everything queued so far), with its span on that
 // stream's simulated track.
-uint64_t SimBackend::stream_copy(const char* what, size_t bytes) {
+uint64_t SimBackend::stream_copy(bool to_host, size_t bytes) {
+  const char* what = to_host ? "d2h" : "h2d";
   const double d = rates_ ? rates_->seconds(op_cost::host_device_copy(what, (double)bytes)) : 0;
-  const bool to_host = what[0] == 'd';
   double s = 0;
   const uint64_t t = tl_.copy(d, to_host, &s);
   if (d > 0)
@@ -131,8 +131,8 @@ uint64_t SimBackend::stream_copy(const char* what, size_t bytes) {
                 tl_.copy_end(t) * 1e6);
   return t;
 }
-uint64_t SimBackend::copy_h2d_async(void*, const void*, size_t bytes) { return stream_copy("h2d", bytes); }
-uint64_t SimBackend::copy_d2h_async(void*, const void*, size_t bytes) { return stream_copy("d2h", bytes); }
+uint64_t SimBackend::copy_h2d_async(void*, const void*, size_t bytes) { return stream_copy(false, bytes); }
+uint64_t SimBackend::copy_d2h_async(void*, const void*, size_t bytes) { return stream_copy(true, bytes); }
 
 void SimBackend::f32_to_compute(void*, const float*, size_t n) {
   engine_op(op_cost::convert(target(), "to compute dtype", (double)n, 4.0 + (double)target().cs));

@@ -112,7 +112,7 @@ class SimBackend : public Backend {
   void run(const OpCosts& ops, Phase p);
   void model_op(const OpCosts& ops, bool backward);  // forward / recompute / backward by the rule above
   void engine_op(const OpCosts& ops) { run(ops, Phase::engine); }
-  uint64_t stream_copy(const char* what, size_t bytes);  // "h2d" / "d2h" on the copy stream: its ticket
+  uint64_t stream_copy(bool to_host, size_t bytes);  // on the copy stream of that direction: its ticket
 
   DeviceKind kind_;
   Timeline& tl_;

@@ -47,17 +47,21 @@ int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(C
 
 void touch() { state().last_ns.store(now_ns(), std::memory_order_relaxed); }
 
+// The unit the model is in, for a message: "-" when none, or when the main thread holds the lock (a report
+// never waits for it).
+std::string unit_now() {
+  State& s = state();
+  std::unique_lock<std::mutex> lock(s.mu, std::try_to_lock);
+  return lock.owns_lock() && !s.unit.empty() ? s.unit : "-";
+}
+
 [[noreturn]] void fire(double timeout_s, int rank, double idle_s) {
   State& s = state();
-  std::string unit;
-  {
-    std::unique_lock<std::mutex> lock(s.mu, std::try_to_lock);  // the main thread may hold it: never wait
-    if (lock.owns_lock()) unit = s.unit;
-  }
+  const std::string unit = unit_now();
   std::fprintf(stderr,
                "error: rank %d: no progress for %.0f s (--timeout %g) while in %s (step %lld, unit %s); ending this "
                "rank so the job does not hang\n",
-               rank, idle_s, timeout_s, s.activity.load(), (long long)s.step.load(), unit.empty() ? "-" : unit.c_str());
+               rank, idle_s, timeout_s, s.activity.load(), (long long)s.step.load(), unit.c_str());
   std::fflush(stderr);
   _exit(124);
 }
@@ -163,17 +167,13 @@ std::vector<HangSource> sources_now() {
   const std::string& work = oldest.what;
   for (const HangSource& h : sources)
     if (h.abort) h.abort();
-  std::string unit;
-  {
-    std::unique_lock<std::mutex> lock(s.mu, std::try_to_lock);
-    if (lock.owns_lock()) unit = s.unit;
-  }
+  const std::string unit = unit_now();
   std::fprintf(stderr,
                "error: rank %d: %s did not complete in %.0f s (--timeout %g), waited for in %s (step %lld, unit %s): "
                "a peer rank stopped, or the device or the network hangs; aborted the collectives in flight, ending "
                "this rank\n",
                s.rank.load(), work.empty() ? "the device's work" : work.c_str(), idle_s, s.timeout_s.load(), what,
-               (long long)s.step.load(), unit.empty() ? "-" : unit.c_str());
+               (long long)s.step.load(), unit.c_str());
   std::fflush(stderr);
   _exit(124);
 }
