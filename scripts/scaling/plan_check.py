@@ -4,7 +4,7 @@ others drawn from the feasible space (gpt plan --sample), each measured with gpt
 Checks, per scenario, that the plan's first choice is within 10% of the best measured tokens/s and that the
 best measured is in the plan's top 3.
 
-  scripts/scaling/plan_check.py [--rounds 5] [--steps 4] [--out DIR] [--quick]
+  scripts/scaling/plan_check.py [--rounds 7] [--steps 4] [--out DIR] [--quick]
 Writes OUT/plan_check.csv, OUT/plan_check.md and OUT/plan_check.png (run log and hardware file in OUT/work/).
 The hardware file is this machine's calibration at 1 rank x 2 threads and 2 ranks x 1 thread, made first.
 """
@@ -30,7 +30,7 @@ VOCAB = ["--vocab", str(c.BYTE_VOCAB)]
 
 def parse():
     p = c.base_parser(NAME, __doc__.splitlines()[0])
-    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--steps", type=int, default=4, help="least timed steps per gpt bench (after its warm-up step)")
     p.add_argument("--seconds", type=float, default=2.0,
                    help="timed seconds each gpt bench aims for: its steps are raised to this at the predicted speed, "

@@ -114,27 +114,49 @@ struct Point {
   std::function<std::function<void()>()> setup;
 };
 
-// Products: the backend's forward product (no bias: the plain sgemm) and its backward call; attention-like
-// single-threaded tasks side by side.
+// How many copies of a product's weight (and weight gradient) a point cycles through, so that every call
+// reads them from memory, not from a cache the previous call filled: in a training step a unit's weights were
+// last touched a micro-step (or a pass) ago, every other unit's weights, gradients and activations in between.
+// The copies span twice the last-level cache (64 MiB where the OS does not say), at most 64 of them.
+int cold_copies(size_t weight_bytes) {
+  long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  const double span = llc > 0 ? 2.0 * (double)llc : 64.0 * (1 << 20);
+  return (int)std::clamp(std::ceil(span / (double)std::max<size_t>(weight_bytes, 1)), 1.0, 64.0);
+}
+
+// `copies` float buffers of n elements each, filled with v.
+std::shared_ptr<std::vector<std::vector<float>>> buffers(int copies, size_t n, float v) {
+  return std::make_shared<std::vector<std::vector<float>>>(copies, std::vector<float>(n, v));
+}
+
+// Products: the backend's forward product (no bias: the plain sgemm) and its backward call, the weight (and
+// its gradient) cold as in a step (cold_copies) while the activations are warm (written just before);
+// attention-like single-threaded tasks side by side.
 void product_points(std::vector<Point>& pts, bool quick, int threads) {
   for (const Shape& sh : gemm_shapes(quick)) {
-    pts.push_back({"gemm", sh.mnk(), 2 * sh.mnk(), [sh] {
-                     auto a = std::make_shared<std::vector<float>>((size_t)sh.m * sh.k, 0.5f);
-                     auto w = std::make_shared<std::vector<float>>((size_t)sh.n * sh.k, 0.25f);
-                     auto c = std::make_shared<std::vector<float>>((size_t)sh.m * sh.n);
+    const size_t wn = (size_t)sh.n * sh.k;  // weight (n, k) elements
+    pts.push_back({"gemm", sh.mnk(), 2 * sh.mnk(), [sh, wn] {
+                     auto a = std::make_shared<std::vector<float>>((size_t)sh.m * sh.k, 0.5f);  // (m, k)
+                     auto w = buffers(cold_copies(wn * 4), wn, 0.25f);                       // copies x (n, k)
+                     auto c = std::make_shared<std::vector<float>>((size_t)sh.m * sh.n);      // (m, n)
+                     auto next = std::make_shared<size_t>(0);
                      return std::function<void()>([=] {
-                       cpu::matmul_forward(c->data(), a->data(), w->data(), nullptr, sh.m, sh.k, sh.n);
+                       const size_t i = (*next)++ % w->size();
+                       cpu::matmul_forward(c->data(), a->data(), (*w)[i].data(), nullptr, sh.m, sh.k, sh.n);
                      });
                    }});
-    pts.push_back({"gemm_backward", sh.mnk(), 4 * sh.mnk(), [sh] {
-                     auto in = std::make_shared<std::vector<float>>((size_t)sh.m * sh.k, 0.5f);
-                     auto w = std::make_shared<std::vector<float>>((size_t)sh.n * sh.k, 0.25f);
-                     auto dout = std::make_shared<std::vector<float>>((size_t)sh.m * sh.n, 0.1f);
-                     auto dinp = std::make_shared<std::vector<float>>((size_t)sh.m * sh.k);
-                     auto dw = std::make_shared<std::vector<float>>((size_t)sh.n * sh.k);
+    pts.push_back({"gemm_backward", sh.mnk(), 4 * sh.mnk(), [sh, wn] {
+                     auto in = std::make_shared<std::vector<float>>((size_t)sh.m * sh.k, 0.5f);    // (m, k)
+                     auto dout = std::make_shared<std::vector<float>>((size_t)sh.m * sh.n, 0.1f);  // (m, n)
+                     auto dinp = std::make_shared<std::vector<float>>((size_t)sh.m * sh.k);        // (m, k)
+                     const int copies = cold_copies(2 * wn * 4);
+                     auto w = buffers(copies, wn, 0.25f), dw = buffers(copies, wn, 0.0f);  // copies x (n, k) each
+                     auto next = std::make_shared<size_t>(0);
                      return std::function<void()>([=] {
-                       cpu::matmul_backward(dinp->data(), dw->data(), nullptr, dout->data(), in->data(), w->data(), sh.m,
-                                            sh.k, sh.n);
+                       const size_t i = (*next)++ % w->size();
+                       cpu::matmul_backward(dinp->data(), (*dw)[i].data(), nullptr, dout->data(), in->data(),
+                                            (*w)[i].data(), sh.m, sh.k, sh.n);
                      });
                    }});
   }
