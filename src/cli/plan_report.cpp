@@ -52,6 +52,16 @@ std::string candidate_json(int rank, const PlanCandidate& c, const PlanRequest& 
              ", \"optimizer\": ", p.optimizer, ", \"host_wait\": ", p.host_wait, "}}");
 }
 
+// How far apart the top candidates are predicted: when that is less than the time model's error on the hardware,
+// the order among them is the model's, not a measurement's.
+std::string spread_text(const std::vector<PlanCandidate>& top) {
+  const double first = top.front().time.tokens_per_s, last = top.back().time.tokens_per_s;
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%.1f%%", 100 * (first - last) / first);
+  return str("the top ", top.size(), " are predicted within ", pct, " of #1; candidates closer than the time model's "
+             "error on this hardware (docs/results/time_model/README.md) are not ordered by it: time them (gpt bench)");
+}
+
 }  // namespace
 
 std::string plan_text(const PlanRequest& rq, const PlanResult& r, const std::string& model) {
@@ -66,6 +76,7 @@ std::string plan_text(const PlanRequest& rq, const PlanResult& r, const std::str
     out += "drawn at random from the rest of the feasible space:\n";
     for (const PlanCandidate& c : r.sample) out += row_text(0, c, rq);
   }
+  if (r.top.size() > 2) out += "note: " + spread_text(r.top) + "\n";
   for (const std::string& n : r.top[0].time.notes) out += "note: " + n + "\n";
   for (const PlanCandidate& c : r.top)
     if (c.choice.reduce == DType::BF16) {

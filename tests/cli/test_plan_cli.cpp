@@ -3,6 +3,8 @@
 // naming the flag or the file.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "tests/common/json_lite.h"
 #include "tests/common/test_paths.h"
 
@@ -39,6 +41,23 @@ TEST(PlanCli, JsonReportOnTheA100File) {
   const JValue& s = j.at("stats");
   EXPECT_EQ(s.at("space").num, s.at("no_fit").num + s.at("dominated").num + s.at("bounded").num + s.at("priced").num);
   EXPECT_NE(j.at("why").str.find("#2 is"), std::string::npos);
+}
+
+// The note on the top's spread states the gap between #1 and the last row as the table prints them.
+TEST(PlanCli, TheTopsSpreadIsStated) {
+  const std::string args = "plan --config d6 --world 4 -T 256 --total-batch 8192 --hardware " + hw("h100.json") + " --top 5";
+  CliResult text = run_gpt(args), json = run_gpt(args + " --json");
+  ASSERT_EQ(text.code, 0) << text.out;
+  ASSERT_EQ(json.code, 0) << json.out;
+  const JValue report = JsonParser(json.out).parse();
+  const JValue& top = report.at("top");
+  ASSERT_EQ(top.arr.size(), 5u);
+  const double first = top.arr.front().at("tokens_per_s").num, last = top.arr.back().at("tokens_per_s").num;
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%.1f%%", 100 * (first - last) / first);
+  EXPECT_NE(text.out.find(std::string("note: the top 5 are predicted within ") + pct + " of #1"), std::string::npos)
+      << text.out;
+  EXPECT_EQ(run_gpt(args.substr(0, args.size() - 1) + "2").out.find("are predicted within"), std::string::npos);
 }
 
 TEST(PlanCli, PinsAreKeptAndTheTableNamesThem) {
