@@ -75,8 +75,7 @@ void GradSide::grad_ready(int u) {
   g.owner = u;
   g.reducing = true;
   if (geo_.opt.no_sync) g.src = s.nosync_acc;
-  // On GPU ranks the comm stream's own track shows the collective as it ran (the trace's device time).
-  if (!trace::device_timed(trace::kCommStream))
+  if (trace::slot_tracks_on())
     trace::begin(trace::kReduceSlot0 + i, (geo_.group > 1 ? "reduce-scatter " : "all-reduce ") + name(u), "comm");
   start_reduction(g, u);
   pending_.push_back(i);
@@ -118,7 +117,7 @@ void GradSide::complete_reduction(Slot& g) {
     g.work.reset();
   }
   float* reduced = reduced_f32(g);
-  if (!trace::device_timed(trace::kCommStream)) trace::end(trace::kReduceSlot0 + index(g));
+  if (trace::slot_tracks_on()) trace::end(trace::kReduceSlot0 + index(g));
   store_.add_reduced(index(g), u, reduced);
   if (g.src == s.nosync_acc) {
     store_.release_copy_source(index(g));  // when G = 1 the copy reads the accumulator itself

@@ -111,8 +111,7 @@ void ParamSide::start_gather(int u) {
   sl.owner = u;
   s.slot = slot;
   s.state = State::gathering;
-  // On GPU ranks the comm stream's own track shows the collective as it ran (the trace's device time).
-  if (!trace::device_timed(trace::kCommStream)) trace::begin(trace::kGatherSlot0 + slot, "gather " + name(u), "comm");
+  if (trace::slot_tracks_on()) trace::begin(trace::kGatherSlot0 + slot, "gather " + name(u), "comm");
   const size_t n = (size_t)geo_.units[u].shard_numel;
   if (geo_.group == 1 && geo_.opt.offload == OffloadMode::params) {  // the shard is the unit: no gather
     const float* staged = uploaded(u);
@@ -144,7 +143,7 @@ void ParamSide::wait_gather(int u) {
     s.gather_work.reset();
   }
   release_stage(u);  // fp32 under offload params: the gather read the stage until now
-  if (s.state == State::gathering && !trace::device_timed(trace::kCommStream))
+  if (s.state == State::gathering && trace::slot_tracks_on())
     trace::end(trace::kGatherSlot0 + s.slot);
   s.state = State::gathered;
   changed_();
@@ -158,7 +157,7 @@ void ParamSide::free_unit(int u) {
     s.gather_work->wait();
     s.gather_work.reset();
   }
-  if (s.state == State::gathering && !trace::device_timed(trace::kCommStream))
+  if (s.state == State::gathering && trace::slot_tracks_on())
     trace::end(trace::kGatherSlot0 + s.slot);
   slots_[s.slot].owner = -1;
   s.slot = -1;

@@ -203,7 +203,7 @@ void unbind_clock(StreamClock* clock) {
     if (e.clock == clock) e.clock = nullptr, e.ph = 'X';  // never written (rank_json skips 'X')
 }
 
-bool device_timed(int track) { return st().clocks.count(track) > 0; }
+bool slot_tracks_on() { return st().clocks.count(kCommStream) == 0; }
 
 // Events are read in order; each stream passes its marks in order, so the first unread mark of a stream ends
 // what can be read of it now. Events of other streams after it are still read.

@@ -75,8 +75,11 @@ void reset();
 // passed it; finish() resolves what is left after the caller's last synchronisation.
 void bind_clock(int track, StreamClock* clock);
 void unbind_clock(StreamClock* clock);
-bool device_timed(int track);
 void resolve();
+// Whether the engine records its gather and reduce slot tracks (host time from a collective's start to its
+// wait): not once the comm stream's own track is device-timed (GPU ranks), which shows the same collectives as
+// they ran.
+bool slot_tracks_on();
 
 // While one lives, recording starts from nothing and the trace that was on (a run's --trace) is set aside
 // untouched, restored at destruction: the simulated step (src/sim) records only into a trace of its own.
