@@ -328,41 +328,50 @@ Link fit_link(const std::vector<double>& steps, const std::vector<double>& bytes
   return l;
 }
 
+// One collective's alpha-beta fit: the median of `reps` calls at each element count, the slowest rank's.
+// The buffers are floats; a bf16 call reads them as twice as many 16-bit words and uses the first `count`.
+Link fit_collective(Communicator& world, CollKind kind, DType dt, const std::vector<size_t>& counts, int reps,
+                    std::string* raw) {
+  const int N = world.world();
+  std::vector<double> steps, bytes, t;
+  for (size_t c : counts) {
+    std::vector<float> big(c * N, 1.0f), small(c, 1.0f);  // (c*N), (c) elements of dt at most
+    std::vector<double> ts;
+    for (int r = 0; r < reps + 1; r++) {
+      world.barrier();
+      const double t0 = now_seconds();
+      WorkPtr w;
+      if (kind == CollKind::all_gather) w = world.all_gather_async(big.data(), small.data(), c, dt);
+      if (kind == CollKind::reduce_scatter) w = world.reduce_scatter_async(small.data(), big.data(), c, dt, ReduceOp::avg);
+      if (kind == CollKind::all_reduce) w = world.all_reduce_async(big.data(), c * N, dt, ReduceOp::avg);
+      w->wait();
+      if (r > 0) ts.push_back(now_seconds() - t0);
+    }
+    const double tm = world.all_reduce_max(median(ts));  // done when the slowest rank is
+    const size_t count = kind == CollKind::all_reduce ? c * N : c;
+    steps.push_back(collective_steps(kind, N));
+    bytes.push_back((double)collective_bytes(kind, count, dt, N));
+    t.push_back(tm);
+  }
+  *raw += str(raw->empty() ? "" : "; ", collkind_name(kind), dt == DType::BF16 ? " bf16" : "", ":");
+  for (size_t i = 0; i < t.size(); i++) *raw += str(" ", (int64_t)bytes[i], " B ", t[i] * 1e3, " ms");
+  return fit_link(steps, bytes, t);
+}
+
+// The three collectives in fp32, and the two reductions again in bf16 (--reduce-dtype bf16: MPI sums those
+// in a user-defined op, src/dist/comm_mpi.cpp, at its own speed; a bf16 all-gather only moves bytes).
 MeasuredNetwork measure_network(Communicator& world, bool quick, std::string* raw) {
   MeasuredNetwork m;
-  const int N = world.world();
-  m.ranks = N;
+  m.ranks = world.world();
   const std::vector<size_t> counts = quick ? std::vector<size_t>{1024, 262144}
                                            : std::vector<size_t>{256, 65536, 1048576, 4194304, 16777216};
   const int reps = quick ? 2 : 5;
-  Link* out[3] = {&m.links.all_gather, &m.links.reduce_scatter, &m.links.all_reduce};
-  const CollKind kinds[3] = {CollKind::all_gather, CollKind::reduce_scatter, CollKind::all_reduce};
-  for (int k = 0; k < 3; k++) {
-    std::vector<double> steps, bytes, t;
-    for (size_t c : counts) {
-      std::vector<float> big(c * N, 1.0f), small(c, 1.0f);
-      std::vector<double> ts;
-      for (int r = 0; r < reps + 1; r++) {
-        world.barrier();
-        const double t0 = now_seconds();
-        WorkPtr w;
-        if (kinds[k] == CollKind::all_gather) w = world.all_gather_async(big.data(), small.data(), c, DType::F32);
-        if (kinds[k] == CollKind::reduce_scatter)
-          w = world.reduce_scatter_async(small.data(), big.data(), c, DType::F32, ReduceOp::avg);
-        if (kinds[k] == CollKind::all_reduce) w = world.all_reduce_async(big.data(), c * N, DType::F32, ReduceOp::avg);
-        w->wait();
-        if (r > 0) ts.push_back(now_seconds() - t0);
-      }
-      const double tm = world.all_reduce_max(median(ts));  // done when the slowest rank is
-      const size_t count = kinds[k] == CollKind::all_reduce ? c * N : c;
-      steps.push_back(collective_steps(kinds[k], N));
-      bytes.push_back((double)collective_bytes(kinds[k], count, DType::F32, N));
-      t.push_back(tm);
-    }
-    *out[k] = fit_link(steps, bytes, t);
-    *raw += str(k ? "; " : "", collkind_name(kinds[k]), ":");
-    for (size_t i = 0; i < t.size(); i++) *raw += str(" ", (int64_t)bytes[i], " B ", t[i] * 1e3, " ms");
-  }
+  m.links.all_gather = fit_collective(world, CollKind::all_gather, DType::F32, counts, reps, raw);
+  m.links.reduce_scatter = fit_collective(world, CollKind::reduce_scatter, DType::F32, counts, reps, raw);
+  m.links.all_reduce = fit_collective(world, CollKind::all_reduce, DType::F32, counts, reps, raw);
+  m.reduce_scatter_bf16 = fit_collective(world, CollKind::reduce_scatter, DType::BF16, counts, reps, raw);
+  m.all_reduce_bf16 = fit_collective(world, CollKind::all_reduce, DType::BF16, counts, reps, raw);
+  m.has_bf16 = true;
   return m;
 }
 
@@ -509,6 +518,10 @@ void print_calibration(const std::string& out, int N, int threads, double second
                   N, net.links.all_gather.bandwidth / 1e9, net.links.all_gather.latency * 1e6,
                   net.links.reduce_scatter.bandwidth / 1e9, net.links.reduce_scatter.latency * 1e6,
                   net.links.all_reduce.bandwidth / 1e9, net.links.all_reduce.latency * 1e6);
+    if (N > 1)
+      std::printf("network at %d ranks in bf16: reduce_scatter %.3g GB/s + %.3g us/step, all_reduce %.3g GB/s + %.3g us/step\n",
+                  N, net.reduce_scatter_bf16.bandwidth / 1e9, net.reduce_scatter_bf16.latency * 1e6,
+                  net.all_reduce_bf16.bandwidth / 1e9, net.all_reduce_bf16.latency * 1e6);
     std::printf("peak for MFU: %.1f GFLOP/s per rank (sgemm, best of %d bursts over %.2f s), cached in %s\n",
                 peak.flops / 1e9, peak.bursts, peak.span_s, cache.c_str());
     std::printf("wrote %s\n", out.c_str());

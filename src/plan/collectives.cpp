@@ -38,8 +38,12 @@ NetworkModel::NetworkModel(const HardwareSpec& hw, int ranks_per_node) : hw_(hw)
   }
 }
 
-Link NetworkModel::link(CollKind kind, int group, int group_per_node) const {
+Link NetworkModel::link(CollKind kind, int group, int group_per_node, DType dt) const {
   if (measured_) {
+    if (dt == DType::BF16 && measured_->has_bf16) {
+      if (kind == CollKind::reduce_scatter) return measured_->reduce_scatter_bf16;
+      if (kind == CollKind::all_reduce) return measured_->all_reduce_bf16;
+    }
     switch (kind) {
       case CollKind::all_gather: return measured_->links.all_gather;
       case CollKind::reduce_scatter: return measured_->links.reduce_scatter;
@@ -54,15 +58,15 @@ Link NetworkModel::link(CollKind kind, int group, int group_per_node) const {
   return l;
 }
 
-double NetworkModel::seconds(CollKind kind, int64_t bytes, int group, int group_per_node) const {
+double NetworkModel::seconds(CollKind kind, int64_t bytes, int group, int group_per_node, DType dt) const {
   if (group <= 1) return 0;
-  const Link l = link(kind, group, group_per_node);
+  const Link l = link(kind, group, group_per_node, dt);
   return l.latency * collective_steps(kind, group) + (double)bytes / l.bandwidth;
 }
 
 double NetworkModel::scalar_seconds(int group, int group_per_node) const {
   if (group <= 1) return 0;
-  const Link l = link(CollKind::all_reduce, group, group_per_node);
+  const Link l = link(CollKind::all_reduce, group, group_per_node, DType::F32);
   return l.latency * collective_steps(CollKind::all_reduce, group) + 16.0 / l.bandwidth;
 }
 

@@ -9,7 +9,9 @@
 // network, so a rank's bandwidth is min(intra, inter_per_node * r / R): R ranks on a node, r of them in
 // this group (r = R for a full-world ring, r = 1 for hybrid's replica groups, whose R concurrent rings
 // share the node's network). Latency per step is the inter-node one.
-// Calibrated fits (network.measured, CPU ranks on this machine) replace the links for their rank count.
+// Calibrated fits (network.measured, CPU ranks on this machine) replace the links for their rank count; a
+// reduction in bf16 takes the file's bf16 fit where it has one (MPI sums bf16 in a user-defined op, slower per
+// byte than its own fp32 sum), and the fp32 fit by bytes otherwise (NCCL's bf16 sum is native).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -32,13 +34,14 @@ class NetworkModel {
   NetworkModel(const HardwareSpec& hw, int ranks_per_node);
   // group: ranks in the collective; group_per_node: how many of them share a node (r; a group inside a
   // node has r = group).
-  double seconds(CollKind kind, int64_t bytes, int group, int group_per_node) const;
+  // dt: the elements' dtype (a bf16 reduction may have its own fit).
+  double seconds(CollKind kind, int64_t bytes, int group, int group_per_node, DType dt = DType::F32) const;
   // The latency of a small scalar all-reduce (loss, gradient norm) over `group` ranks.
   double scalar_seconds(int group, int group_per_node) const;
   const std::string& describe() const { return describe_; }
 
  private:
-  Link link(CollKind kind, int group, int group_per_node) const;
+  Link link(CollKind kind, int group, int group_per_node, DType dt) const;
   const HardwareSpec& hw_;
   int ranks_per_node_;
   const MeasuredNetwork* measured_ = nullptr;

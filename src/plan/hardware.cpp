@@ -156,6 +156,16 @@ void read_network(const JsonValue& nv, const std::string& file, HardwareSpec& h)
         Obj o(m.need(kind_key(k)), m.field(kind_key(k)), file);
         *links[k] = read_link(o, "bandwidth");
       }
+      const JsonValue* rs16 = m.get("reduce_scatter_bf16");
+      const JsonValue* ar16 = m.get("all_reduce_bf16");
+      GPT_CHECK(!rs16 == !ar16, file, ": field network.measured[", i,
+                "]: reduce_scatter_bf16 and all_reduce_bf16 come together (one is missing)");
+      if (rs16) {
+        Obj rs(*rs16, m.field("reduce_scatter_bf16"), file), ar(*ar16, m.field("all_reduce_bf16"), file);
+        mn.reduce_scatter_bf16 = read_link(rs, "bandwidth");
+        mn.all_reduce_bf16 = read_link(ar, "bandwidth");
+        mn.has_bf16 = true;
+      }
       m.finish();
       for (const MeasuredNetwork& q : h.measured)
         GPT_CHECK(q.ranks != mn.ranks, file, ": field network.measured[", i, "]: a second fit for ", mn.ranks, " ranks");
@@ -289,7 +299,11 @@ std::string hardware_to_json(const HardwareSpec& h) {
       const MeasuredNetwork& m = h.measured[i];
       s += str(i ? "," : "", "\n      {\"ranks\": ", m.ranks, ", \"all_gather\": ", link_json(m.links.all_gather, "bandwidth"),
                ",\n       \"reduce_scatter\": ", link_json(m.links.reduce_scatter, "bandwidth"),
-               ",\n       \"all_reduce\": ", link_json(m.links.all_reduce, "bandwidth"), "}");
+               ",\n       \"all_reduce\": ", link_json(m.links.all_reduce, "bandwidth"));
+      if (m.has_bf16)
+        s += str(",\n       \"reduce_scatter_bf16\": ", link_json(m.reduce_scatter_bf16, "bandwidth"),
+                 ",\n       \"all_reduce_bf16\": ", link_json(m.all_reduce_bf16, "bandwidth"));
+      s += "}";
     }
     s += "\n    ]";
   }

@@ -29,7 +29,8 @@
 // CPU ranks), `inter` the network of a node, its bandwidth per node (shared by the node's ranks). Both have
 // a bandwidth (bytes each rank sends per second, NCCL's "bus bandwidth") and a latency per ring step.
 // `measured` holds per-collective fits from the calibration at a given number of ranks on the node; they
-// take precedence for that rank count. `overlap`: true when collectives progress on their own (NCCL on a
+// take precedence for that rank count (reduce_scatter_bf16 and all_reduce_bf16, optional: the reductions in
+// bf16, which MPI sums in a user-defined op). `overlap`: true when collectives progress on their own (NCCL on a
 // stream), false when they progress only inside wait() (OpenMPI without a progress thread: see the note at
 // the top of src/dist/comm_mpi.cpp).
 //
@@ -79,10 +80,14 @@ struct CollectiveLinks {
   Link all_gather, reduce_scatter, all_reduce;
 };
 
-// Fits from `mpirun -n R gpt bench --calibrate`: R ranks on this node.
+// Fits from `mpirun -n R gpt bench --calibrate`: R ranks on this node. bf16: the reductions in bf16 words
+// (--reduce-dtype bf16), fitted apart because MPI sums them in a user-defined op (src/dist/comm_mpi.cpp), not
+// its own fp32 loop; a file without them prices bf16 reductions by bytes on the fp32 fits.
 struct MeasuredNetwork {
   int ranks = 2;
   CollectiveLinks links;
+  bool has_bf16 = false;
+  Link reduce_scatter_bf16, all_reduce_bf16;
 };
 
 struct HardwareSpec {

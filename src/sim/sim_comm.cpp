@@ -78,13 +78,13 @@ class SimCommunicator : public Communicator {
   int local_size() const override { return std::min(size_, (n_->ranks_per_node + stride_ - 1) / stride_); }
 
   WorkPtr all_gather_async(void*, const void*, size_t count, DType dt) override {
-    return start(CollKind::all_gather, ring_all_gather_bytes(count, dt, size_), "all-gather");
+    return start(CollKind::all_gather, ring_all_gather_bytes(count, dt, size_), "all-gather", dt);
   }
   WorkPtr reduce_scatter_async(void*, const void*, size_t count, DType dt, ReduceOp) override {
-    return start(CollKind::reduce_scatter, ring_reduce_scatter_bytes(count, dt, size_), "reduce-scatter");
+    return start(CollKind::reduce_scatter, ring_reduce_scatter_bytes(count, dt, size_), "reduce-scatter", dt);
   }
   WorkPtr all_reduce_async(void*, size_t count, DType dt, ReduceOp) override {
-    return start(CollKind::all_reduce, ring_all_reduce_bytes(count, dt, size_), "all-reduce");
+    return start(CollKind::all_reduce, ring_all_reduce_bytes(count, dt, size_), "all-reduce", dt);
   }
   void broadcast(void*, size_t bytes, int) override {
     start(CollKind::broadcast, ring_broadcast_bytes(bytes, size_), "broadcast")->wait();
@@ -119,13 +119,13 @@ class SimCommunicator : public Communicator {
     const double d = n_->net->scalar_seconds(size_, local_size());
     n_->tl->host_waits(n_->tl->host_time() + d, Phase::exposed_comm);
   }
-  WorkPtr start(CollKind kind, int64_t bytes, const char* what) {
+  WorkPtr start(CollKind kind, int64_t bytes, const char* what, DType dt = DType::F32) {
     ledger_.record(kind, bytes);
     ledger_.add_in_flight(bytes);
     auto p = std::make_shared<Pending>();
     p->kind = kind;
     p->bytes = bytes;
-    p->dur = size_ > 1 && n_->net ? n_->net->seconds(kind, bytes, size_, local_size()) : 0;
+    p->dur = size_ > 1 && n_->net ? n_->net->seconds(kind, bytes, size_, local_size(), dt) : 0;
     const std::string label = take_label();  // the engine's unit: "all-gather blocks3 1024 B over 4"
     p->name = str(what, label.empty() ? "" : " " + label, " ", bytes, " B over ", size_);
     n_->comm_seconds += p->dur;

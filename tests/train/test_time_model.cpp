@@ -11,6 +11,7 @@
 
 #include "src/cli/time_report.h"
 #include "src/core/check.h"
+#include "src/plan/collectives.h"
 #include "src/model/layout.h"
 #include "src/plan/hardware.h"
 #include "src/plan/timemodel.h"
@@ -243,6 +244,38 @@ TEST(TimeModel, CpuProfilesAreChosenByRanksAndThreads) {
   EXPECT_NE(four.profile.find("scaled"), std::string::npos) << four.profile;
   ASSERT_FALSE(four.notes.empty());
   EXPECT_NE(four.notes[0].find("mpirun -n 4"), std::string::npos) << four.notes[0];
+}
+
+// A calibrated file's bf16 fits price the bf16 reductions (MPI sums them in its own op); the bf16 all-gather
+// and the fp32 calls keep the fp32 fits, and a file without bf16 fits prices bf16 by bytes on the fp32 ones.
+TEST(TimeModel, BfSixteenReductionsTakeTheirOwnFits) {
+  std::string json = cpu_json();
+  const std::string at = R"("all_reduce": {"bandwidth": 1.5e9, "latency_s": 1e-5})";
+  const HardwareSpec plain = parse_hardware(json, "cpu.json");
+  json.replace(json.find(at), at.size(), std::string(at) + R"(,
+      "reduce_scatter_bf16": {"bandwidth": 2.5e8, "latency_s": 3e-5}, "all_reduce_bf16": {"bandwidth": 4e8, "latency_s": 4e-5})");
+  const HardwareSpec hw = parse_hardware(json, "cpu.json");
+  const NetworkModel with(hw, 2), without(plain, 2);
+  const int64_t b = 1 << 20;  // bytes each rank sends
+  EXPECT_DOUBLE_EQ(with.seconds(CollKind::reduce_scatter, b, 2, 2, DType::BF16), 3e-5 + b / 2.5e8);
+  EXPECT_DOUBLE_EQ(with.seconds(CollKind::all_reduce, b, 2, 2, DType::BF16), 2 * 4e-5 + b / 4e8);
+  EXPECT_DOUBLE_EQ(with.seconds(CollKind::all_gather, b, 2, 2, DType::BF16), 1e-5 + b / 3e9);
+  EXPECT_DOUBLE_EQ(with.seconds(CollKind::reduce_scatter, b, 2, 2, DType::F32), 2e-5 + b / 1e9);
+  EXPECT_DOUBLE_EQ(without.seconds(CollKind::reduce_scatter, b, 2, 2, DType::BF16), 2e-5 + b / 1e9);
+  // the fits survive the file's round trip, and one without the other is refused, naming the field
+  const HardwareSpec again = parse_hardware(hardware_to_json(hw), "again.json");
+  ASSERT_EQ(again.measured.size(), 1u);
+  EXPECT_TRUE(again.measured[0].has_bf16);
+  EXPECT_DOUBLE_EQ(again.measured[0].all_reduce_bf16.bandwidth, 4e8);
+  EXPECT_FALSE(parse_hardware(hardware_to_json(plain), "again.json").measured[0].has_bf16);
+  std::string half = cpu_json();
+  half.replace(half.find(at), at.size(), std::string(at) + R"(, "all_reduce_bf16": {"bandwidth": 4e8, "latency_s": 4e-5})");
+  try {
+    parse_hardware(half, "half.json");
+    ADD_FAILURE() << "accepted an all_reduce_bf16 fit without reduce_scatter_bf16";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("half.json: field network.measured[0]"), std::string::npos) << e.what();
+  }
 }
 
 TEST(TimeModel, RefusesAHardwareFileOfTheOtherDtype) {
