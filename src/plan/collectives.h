@@ -10,8 +10,8 @@
 // this group (r = R for a full-world ring, r = 1 for hybrid's replica groups, whose R concurrent rings
 // share the node's network). Latency per step is the inter-node one.
 // Calibrated fits (network.measured, CPU ranks on this machine) replace the links for their rank count; a
-// reduction in bf16 takes the file's bf16 fit where it has one (MPI sums bf16 in a user-defined op, slower per
-// byte than its own fp32 sum), and the fp32 fit by bytes otherwise (NCCL's bf16 sum is native).
+// reduction in bf16 takes the file's bf16 fit where it has one (MPI sums bf16 in a user-defined op, at its own
+// speed per byte), and the fp32 fit by bytes otherwise (NCCL's bf16 sum is native).
 #pragma once
 #include <cstddef>
 #include <cstdint>
