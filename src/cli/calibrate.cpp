@@ -512,16 +512,16 @@ void print_calibration(const std::string& out, int N, int threads, double second
                 "memcpy up to %.2f GB/s\n",
                 N, threads, seconds, prof.gemm.max_y() / 1e9, prof.stream.max_y() / 1e9,
                 prof.copy.max_y() / 1e9);
-    if (N > 1)
+    if (N > 1) {
       std::printf("network at %d ranks: all_gather %.3g GB/s + %.3g us/step, reduce_scatter %.3g GB/s + %.3g us/step, "
                   "all_reduce %.3g GB/s + %.3g us/step\n",
                   N, net.links.all_gather.bandwidth / 1e9, net.links.all_gather.latency * 1e6,
                   net.links.reduce_scatter.bandwidth / 1e9, net.links.reduce_scatter.latency * 1e6,
                   net.links.all_reduce.bandwidth / 1e9, net.links.all_reduce.latency * 1e6);
-    if (N > 1)
       std::printf("network at %d ranks in bf16: reduce_scatter %.3g GB/s + %.3g us/step, all_reduce %.3g GB/s + %.3g us/step\n",
                   N, net.reduce_scatter_bf16.bandwidth / 1e9, net.reduce_scatter_bf16.latency * 1e6,
                   net.all_reduce_bf16.bandwidth / 1e9, net.all_reduce_bf16.latency * 1e6);
+    }
     std::printf("peak for MFU: %.1f GFLOP/s per rank (sgemm, best of %d bursts over %.2f s), cached in %s\n",
                 peak.flops / 1e9, peak.bursts, peak.span_s, cache.c_str());
     std::printf("wrote %s\n", out.c_str());
