@@ -26,6 +26,7 @@
 #include "src/io/atomic_file.h"
 #include "src/io/json_min.h"
 #include "src/plan/collectives.h"
+#include "src/plan/gemm_shape.h"
 #include "src/plan/hardware.h"
 #include "src/runtime/peak_cache.h"
 #include "src/util/log.h"
@@ -61,35 +62,31 @@ std::vector<double> time_calls(F&& f, int min_reps, double min_total) {
   return t;
 }
 
-struct Shape {
-  int m, n, k;
-  double mnk() const { return (double)m * n * k; }
-};
-
-// Products spanning M*N*K: cube-shaped below 256*64*64, then 256 rows (the usual B*T) growing the two
-// other dimensions together, then more rows once they pass 4096.
-std::vector<Shape> gemm_shapes(bool quick) {
-  std::vector<Shape> s;
+// Products spanning M*N*K on the calibration's own shapes (src/plan/gemm_shape.h).
+std::vector<GemmShape> gemm_shapes(bool quick) {
+  std::vector<GemmShape> s;
   const int n_pts = quick ? 6 : 15;
   const double lo = 1e4, hi = 3e9;
   for (int i = 0; i < n_pts; i++) {
-    const double t = lo * std::pow(hi / lo, (double)i / (n_pts - 1));
-    Shape sh;
-    if (t < 256.0 * 64 * 64) {
-      const int a = std::max(8, (int)std::lround(std::cbrt(t) / 8) * 8);
-      sh = {a, a, a};
-    } else {
-      double nk = std::sqrt(t / 256);
-      int m = 256;
-      if (nk > 4096) {
-        m = (int)std::lround(t / (4096.0 * 4096));
-        nk = 4096;
-      }
-      const int a = std::max(16, (int)std::lround(nk / 16) * 16);
-      sh = {m, a, a};
-    }
+    const GemmShape sh = calibration_gemm_shape(lo * std::pow(hi / lo, (double)i / (n_pts - 1)));
     if (s.empty() || sh.mnk() > s.back().mnk()) s.push_back(sh);
   }
+  return s;
+}
+
+// The edge's products (gemm_shape.h) and their references are curves of their own, kept out of the file.
+const char* const kSkinny = "skinny";
+const char* const kSkinnyReference = "skinny_reference";
+
+// Products with a short side, what fits the gemm_edge: d against two of 1024, on each side in turn, and a
+// classifier's shape (a few hundred tokens, C channels, a vocabulary of outputs).
+std::vector<GemmShape> skinny_gemm_shapes(bool quick) {
+  std::vector<GemmShape> s;
+  for (int d : quick ? std::vector<int>{64} : std::vector<int>{32, 128})
+    for (const GemmShape sh : {GemmShape{d, 1024, 1024}, GemmShape{1024, d, 1024}, GemmShape{1024, 1024, d}})
+      s.push_back(sh);
+  s.push_back({256, 32768, 128});
+  if (!quick) s.push_back({64, 32768, 256});
   return s;
 }
 
@@ -112,6 +109,7 @@ struct Point {
   std::string curve;
   double x = 0, work = 0;
   std::function<std::function<void()>()> setup;
+  GemmShape shape{};  // the product's sides, for the products
 };
 
 // How many copies of a product's weight (and weight gradient) a point cycles through, so that every call
@@ -130,39 +128,56 @@ std::shared_ptr<std::vector<std::vector<float>>> buffers(int copies, size_t n, f
   return std::make_shared<std::vector<std::vector<float>>>(copies, std::vector<float>(n, v));
 }
 
-// Products: the backend's forward product (no bias: the plain sgemm) and its backward call, the weight (and
-// its gradient) cold as in a step (cold_copies) while the activations are warm (written just before);
-// attention-like single-threaded tasks side by side.
+// The backend's forward product (no bias: the plain sgemm) and its backward call, the weight (and its
+// gradient) cold as in a step (cold_copies) while the activations are warm (written just before).
+Point forward_point(const std::string& curve, GemmShape sh) {
+  const size_t wn = (size_t)sh.n * sh.k;  // weight (n, k) elements
+  return {curve, sh.mnk(), 2 * sh.mnk(), [sh, wn] {
+            auto a = std::make_shared<std::vector<float>>((size_t)sh.m * sh.k, 0.5f);  // (m, k)
+            auto w = buffers(cold_copies(wn * 4), wn, 0.25f);                       // copies x (n, k)
+            auto c = std::make_shared<std::vector<float>>((size_t)sh.m * sh.n);      // (m, n)
+            auto next = std::make_shared<size_t>(0);
+            return std::function<void()>([=] {
+              const size_t i = (*next)++ % w->size();
+              cpu::matmul_forward(c->data(), a->data(), (*w)[i].data(), nullptr, sh.m, sh.k, sh.n);
+            });
+          }, sh};
+}
+
+Point backward_point(const std::string& curve, GemmShape sh) {
+  const size_t wn = (size_t)sh.n * sh.k;
+  return {curve, sh.mnk(), 4 * sh.mnk(), [sh, wn] {
+            auto in = std::make_shared<std::vector<float>>((size_t)sh.m * sh.k, 0.5f);    // (m, k)
+            auto dout = std::make_shared<std::vector<float>>((size_t)sh.m * sh.n, 0.1f);  // (m, n)
+            auto dinp = std::make_shared<std::vector<float>>((size_t)sh.m * sh.k);        // (m, k)
+            const int copies = cold_copies(2 * wn * 4);
+            auto w = buffers(copies, wn, 0.25f), dw = buffers(copies, wn, 0.0f);  // copies x (n, k) each
+            auto next = std::make_shared<size_t>(0);
+            return std::function<void()>([=] {
+              const size_t i = (*next)++ % w->size();
+              cpu::matmul_backward(dinp->data(), (*dw)[i].data(), nullptr, dout->data(), in->data(), (*w)[i].data(),
+                                   sh.m, sh.k, sh.n);
+            });
+          }, sh};
+}
+
+// Products on the curve's shapes and on skinny ones (the edge's fit); attention-like single-threaded tasks
+// side by side.
 void product_points(std::vector<Point>& pts, bool quick, int threads) {
-  for (const Shape& sh : gemm_shapes(quick)) {
-    const size_t wn = (size_t)sh.n * sh.k;  // weight (n, k) elements
-    pts.push_back({"gemm", sh.mnk(), 2 * sh.mnk(), [sh, wn] {
-                     auto a = std::make_shared<std::vector<float>>((size_t)sh.m * sh.k, 0.5f);  // (m, k)
-                     auto w = buffers(cold_copies(wn * 4), wn, 0.25f);                       // copies x (n, k)
-                     auto c = std::make_shared<std::vector<float>>((size_t)sh.m * sh.n);      // (m, n)
-                     auto next = std::make_shared<size_t>(0);
-                     return std::function<void()>([=] {
-                       const size_t i = (*next)++ % w->size();
-                       cpu::matmul_forward(c->data(), a->data(), (*w)[i].data(), nullptr, sh.m, sh.k, sh.n);
-                     });
-                   }});
-    pts.push_back({"gemm_backward", sh.mnk(), 4 * sh.mnk(), [sh, wn] {
-                     auto in = std::make_shared<std::vector<float>>((size_t)sh.m * sh.k, 0.5f);    // (m, k)
-                     auto dout = std::make_shared<std::vector<float>>((size_t)sh.m * sh.n, 0.1f);  // (m, n)
-                     auto dinp = std::make_shared<std::vector<float>>((size_t)sh.m * sh.k);        // (m, k)
-                     const int copies = cold_copies(2 * wn * 4);
-                     auto w = buffers(copies, wn, 0.25f), dw = buffers(copies, wn, 0.0f);  // copies x (n, k) each
-                     auto next = std::make_shared<size_t>(0);
-                     return std::function<void()>([=] {
-                       const size_t i = (*next)++ % w->size();
-                       cpu::matmul_backward(dinp->data(), (*dw)[i].data(), nullptr, dout->data(), in->data(),
-                                            (*w)[i].data(), sh.m, sh.k, sh.n);
-                     });
-                   }});
+  for (const GemmShape& sh : gemm_shapes(quick)) {
+    pts.push_back(forward_point("gemm", sh));
+    pts.push_back(backward_point("gemm_backward", sh));
+  }
+  for (const GemmShape& sh : skinny_gemm_shapes(quick)) {  // each beside its reference, in the same pass
+    const GemmShape ref = calibration_gemm_shape(sh.mnk());
+    pts.push_back(forward_point(kSkinny, sh));
+    pts.push_back(forward_point(kSkinnyReference, ref));
+    pts.push_back(backward_point(kSkinny, sh));
+    pts.push_back(backward_point(kSkinnyReference, ref));
   }
   // attention-like tasks: 64 x n x 64 and 64 x 64 x n, 8 per thread, single-threaded each
   for (int n : quick ? std::vector<int>{64, 512} : std::vector<int>{32, 64, 128, 256, 512, 1024}) {
-    for (const Shape sh : {Shape{64, n, 64}, Shape{64, 64, n}}) {
+    for (const GemmShape sh : {GemmShape{64, n, 64}, GemmShape{64, 64, n}}) {
       const int ntask = 8 * threads;
       pts.push_back({"gemm_tasks", sh.mnk(), 2 * sh.mnk() * ntask, [sh, ntask] {
                        auto a = std::make_shared<std::vector<float>>((size_t)ntask * sh.m * sh.k, 0.5f);
@@ -292,6 +307,12 @@ ComputeProfile measure_compute(Communicator& world, bool quick, int threads) {
     curves[pts[i].curve].push_back({pts[i].x, pts[i].work / median(per_call[i])});
   p.gemm = curve_of(curves["gemm"]);
   p.gemm_backward = curve_of(curves["gemm_backward"]);
+  std::vector<GemmSample> skinny;  // each point of the edge's products is followed by its reference
+  for (size_t i = 0; i + 1 < pts.size(); i++)
+    if (pts[i].curve == kSkinny)
+      skinny.push_back({pts[i].shape, pts[i].work > 2 * pts[i].x, median(per_call[i]), median(per_call[i + 1])});
+  p.gemm_edge = fit_gemm_edge(skinny, false);
+  p.gemm_backward_edge = fit_gemm_edge(skinny, true);
   p.gemm_tasks = curve_of(curves["gemm_tasks"]);
   p.stream = curve_of(curves["stream"]);
   p.copy = curve_of(curves["copy"]);
@@ -503,14 +524,15 @@ void print_calibration(const std::string& out, int N, int threads, double second
                        const MeasuredNetwork& net, bool json, const CachedPeak& peak, const std::string& cache) {
   if (json) {
     std::printf("{\"calibrated\": \"%s\", \"ranks\": %d, \"threads\": %d, \"peak_gflops\": %.2f, \"stream_gbps\": %.2f, "
-                "\"seconds\": %.1f, \"mfu_peak_gflops\": %.2f, \"mfu_peak_bursts\": %d, \"mfu_peak_span_s\": %.2f, "
+                "\"gemm_edge\": %.4g, \"gemm_backward_edge\": %.4g, \"seconds\": %.1f, \"mfu_peak_gflops\": %.2f, \"mfu_peak_bursts\": %d, \"mfu_peak_span_s\": %.2f, "
                 "\"peak_cache\": %s}\n",
-                out.c_str(), N, threads, prof.gemm.max_y() / 1e9, prof.stream.max_y() / 1e9, seconds, peak.flops / 1e9,
+                out.c_str(), N, threads, prof.gemm.max_y() / 1e9, prof.stream.max_y() / 1e9, prof.gemm_edge, prof.gemm_backward_edge, seconds,
+                peak.flops / 1e9,
                 peak.bursts, peak.span_s, json_quote(cache).c_str());
   } else {
-    std::printf("calibrated %d rank(s) x %d thread(s) in %.1f s: sgemm up to %.1f GFLOP/s, stream up to %.2f GB/s, "
-                "memcpy up to %.2f GB/s\n",
-                N, threads, seconds, prof.gemm.max_y() / 1e9, prof.stream.max_y() / 1e9,
+    std::printf("calibrated %d rank(s) x %d thread(s) in %.1f s: sgemm up to %.1f GFLOP/s (a product's side costs %.4g "
+                "elements more at its ends, %.4g in backward), stream up to %.2f GB/s, memcpy up to %.2f GB/s\n",
+                N, threads, seconds, prof.gemm.max_y() / 1e9, prof.gemm_edge, prof.gemm_backward_edge, prof.stream.max_y() / 1e9,
                 prof.copy.max_y() / 1e9);
     if (N > 1) {
       std::printf("network at %d ranks: all_gather %.3g GB/s + %.3g us/step, reduce_scatter %.3g GB/s + %.3g us/step, "

@@ -5,6 +5,10 @@
 //   gemm        flop/s of one product against M*N*K (the forward product, out = in @ w^T)
 //   gemm_backward  flop/s of a product's backward (dinp = dout @ w and dw += dout^T @ in, one call, 4*M*N*K
 //               flops) against M*N*K; defaults to gemm
+//   gemm_edge, gemm_backward_edge  optional, elements: what the ends of a product's side cost in the forward
+//               product and in the backward call; a product with a short side is priced slower than the
+//               curve's own shapes of the same M*N*K (src/plan/gemm_shape.h). 0 or absent: M*N*K alone;
+//               gemm_backward_edge defaults to gemm_edge
 //   gemm_tasks  aggregate flop/s of `threads` single-threaded products run side by side (the CPU attention's
 //               per-head products); defaults to gemm
 //   stream      B/s of a parallel streaming loop against the bytes it moves (layernorm, gelu, residual,
@@ -61,6 +65,8 @@ struct ComputeProfile {
   int threads = 1;  // threads per rank
   RateCurve gemm;           // flop/s against M*N*K
   RateCurve gemm_backward;  // flop/s of a product's backward call against M*N*K
+  double gemm_edge = 0;     // elements a side's ends cost (src/plan/gemm_shape.h); 0: priced by M*N*K alone
+  double gemm_backward_edge = 0;  // the same for the backward call
   RateCurve gemm_tasks;     // aggregate flop/s of `threads` concurrent single-threaded products against M*N*K
   RateCurve stream;         // B/s against bytes moved
   RateCurve copy;           // B/s against bytes copied

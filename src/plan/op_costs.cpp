@@ -14,6 +14,7 @@ OpCost gemm(const std::string& name, double M, double N, double K) {
   o.name = name;
   o.cls = OpClass::gemm;
   o.mnk = M * N * K;
+  o.m = M, o.n = N, o.k = K;
   o.flops = 2 * M * N * K;
   return o;
 }

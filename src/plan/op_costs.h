@@ -4,7 +4,8 @@
 // (src/plan/rank_rates.h); nothing here knows the order of a step or about time.
 //
 // Products are rated by M*N*K (a curve in the hardware file); a product's backward (dinp and dw, one
-// matmul_backward call) by its own curve when the file has one. On the CPU backend the attention's per-head
+// matmul_backward call) by its own curve when the file has one; a plain product also carries its sides,
+// which a profile with a gemm_edge prices too (src/plan/gemm_shape.h). On the CPU backend the attention's per-head
 // products are single-threaded and run side by side on the threads (OpClass::gemm_tasks). On the CUDA
 // backend the simple attention path's batched products are one call each, rated at their total M*N*K;
 // the fused path is rated as the products it computes (the causal half of Q K^T and P V forward, and 2.5x
@@ -38,6 +39,8 @@ struct OpCost {
   std::string name;
   OpClass cls = OpClass::stream;
   double mnk = 0;    // gemm, gemm_tasks: M*N*K of one product (the size the rate is read at)
+  double m = 0, n = 0, k = 0;  // gemm, gemm_backward: the product's sides, for the profile's gemm_edge
+                               // (src/plan/gemm_shape.h); 0 where the op is not one plain product
   double flops = 0;  // gemm, gemm_tasks: all products of the op
   double bytes = 0;  // the memory classes: bytes read + written (copy, pcie: bytes copied)
   std::string kernel;   // stream ops of a kernel family a profile may rate by elements (hardware.h "kernels")

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "src/core/check.h"
+#include "src/plan/gemm_shape.h"
 
 namespace gpt {
 
@@ -15,8 +16,10 @@ double RankRates::seconds(const OpCost& o) const {
     if (k != kernels.end()) return s + o.elements / k->second.at(o.elements);
   }
   switch (o.cls) {
-    case OpClass::gemm: return s + (o.flops > 0 ? o.flops / gemm.at(o.mnk) : 0);
-    case OpClass::gemm_backward: return s + (o.flops > 0 ? o.flops / gemm_backward.at(o.mnk) : 0);
+    case OpClass::gemm:
+      return s + (o.flops > 0 ? o.flops / gemm.at(o.mnk) * gemm_shape_factor(o.m, o.n, o.k, gemm_edge) : 0);
+    case OpClass::gemm_backward:
+      return s + (o.flops > 0 ? o.flops / gemm_backward.at(o.mnk) * gemm_shape_factor(o.m, o.n, o.k, gemm_backward_edge) : 0);
     case OpClass::gemm_tasks: return s + (o.flops > 0 ? o.flops / gemm_tasks.at(o.mnk) : 0);
     case OpClass::stream: return s + (o.bytes > 0 ? o.bytes / stream.at(o.bytes) : 0);
     case OpClass::copy: return s + (o.bytes > 0 ? o.bytes / copy.at(o.bytes) : 0);
@@ -51,6 +54,8 @@ RankRates rates_for(const HardwareSpec& hw, int R, int threads, std::string* des
   r.cpu = hw.kind == "cpu";
   r.gemm = best->gemm.scaled(scale);
   r.gemm_backward = best->gemm_backward.scaled(scale);
+  r.gemm_edge = best->gemm_edge;
+  r.gemm_backward_edge = best->gemm_backward_edge;
   for (const auto& [fam, c] : best->kernels) r.kernels[fam] = c.scaled(scale);
   r.gemm_tasks = best->gemm_tasks.scaled(scale);
   r.stream = best->stream.scaled(scale);

@@ -14,6 +14,8 @@ namespace gpt {
 struct RankRates {
   RateCurve gemm, gemm_backward, gemm_tasks, stream, copy;
   std::map<std::string, RateCurve> kernels;
+  double gemm_edge = 0, gemm_backward_edge = 0;  // the profile's (src/plan/gemm_shape.h): products are priced
+                                                 // by their sides too
   double host_bandwidth = 0, pcie_bandwidth = 0, op_overhead = 0, peak = 0;
   bool cpu = true;
 
