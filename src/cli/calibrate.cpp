@@ -74,18 +74,16 @@ std::vector<GemmShape> gemm_shapes(bool quick) {
   return s;
 }
 
-// The edge's products (gemm_shape.h) and their references are curves of their own, kept out of the file.
-const char* const kSkinny = "skinny";
-const char* const kSkinnyReference = "skinny_reference";
-
-// Products with a short side, what fits the gemm_edge: d against two of 1024, on each side in turn, and a
-// classifier's shape (a few hundred tokens, C channels, a vocabulary of outputs).
+// Products with a short side, what fits the edges: d against two of 1024, on each side in turn, and the
+// classifier's shapes (a few hundred tokens, C channels, a vocabulary of outputs) at C = 128 to 384. Sides
+// of 64 and up, as in a training step (a side of 32 was measured to cost more as the rows than as the other
+// two: 1.7x the reference against 1.2x, which would pull the one edge of the three sides away from a step's).
 std::vector<GemmShape> skinny_gemm_shapes(bool quick) {
   std::vector<GemmShape> s;
-  for (int d : quick ? std::vector<int>{64} : std::vector<int>{32, 128})
+  for (int d : quick ? std::vector<int>{64} : std::vector<int>{64, 128})
     for (const GemmShape sh : {GemmShape{d, 1024, 1024}, GemmShape{1024, d, 1024}, GemmShape{1024, 1024, d}})
       s.push_back(sh);
-  s.push_back({256, 32768, 128});
+  for (int C : quick ? std::vector<int>{128, 384} : std::vector<int>{128, 256, 384}) s.push_back({256, 32768, C});
   if (!quick) s.push_back({64, 32768, 256});
   return s;
 }
@@ -109,7 +107,6 @@ struct Point {
   std::string curve;
   double x = 0, work = 0;
   std::function<std::function<void()>()> setup;
-  GemmShape shape{};  // the product's sides, for the products
 };
 
 // How many copies of a product's weight (and weight gradient) a point cycles through, so that every call
@@ -141,7 +138,7 @@ Point forward_point(const std::string& curve, GemmShape sh) {
               const size_t i = (*next)++ % w->size();
               cpu::matmul_forward(c->data(), a->data(), (*w)[i].data(), nullptr, sh.m, sh.k, sh.n);
             });
-          }, sh};
+          }};
 }
 
 Point backward_point(const std::string& curve, GemmShape sh) {
@@ -158,22 +155,14 @@ Point backward_point(const std::string& curve, GemmShape sh) {
               cpu::matmul_backward(dinp->data(), (*dw)[i].data(), nullptr, dout->data(), in->data(), (*w)[i].data(),
                                    sh.m, sh.k, sh.n);
             });
-          }, sh};
+          }};
 }
 
-// Products on the curve's shapes and on skinny ones (the edge's fit); attention-like single-threaded tasks
-// side by side.
+// Products on the curve's shapes; attention-like single-threaded tasks side by side.
 void product_points(std::vector<Point>& pts, bool quick, int threads) {
   for (const GemmShape& sh : gemm_shapes(quick)) {
     pts.push_back(forward_point("gemm", sh));
     pts.push_back(backward_point("gemm_backward", sh));
-  }
-  for (const GemmShape& sh : skinny_gemm_shapes(quick)) {  // each beside its reference, in the same pass
-    const GemmShape ref = calibration_gemm_shape(sh.mnk());
-    pts.push_back(forward_point(kSkinny, sh));
-    pts.push_back(forward_point(kSkinnyReference, ref));
-    pts.push_back(backward_point(kSkinny, sh));
-    pts.push_back(backward_point(kSkinnyReference, ref));
   }
   // attention-like tasks: 64 x n x 64 and 64 x 64 x n, 8 per thread, single-threaded each
   for (int n : quick ? std::vector<int>{64, 512} : std::vector<int>{32, 64, 128, 256, 512, 1024}) {
@@ -279,7 +268,37 @@ void classifier_points(std::vector<Point>& pts, bool quick) {
   }
 }
 
-ComputeProfile measure_compute(Communicator& world, bool quick, int threads) {
+// The edge's products, each alternated call by call with its reference (the curve's shape of the same
+// M*N*K, cold weights as on the curve): both are timed in the same moments, so a busy machine's drift
+// between two windows does not enter their ratio. Per call of each, the median.
+std::vector<GemmSample> measure_shape_samples(Communicator& world, bool quick) {
+  std::vector<GemmSample> out;
+  const double window = quick ? 0.02 : 0.3;
+  for (const GemmShape& sh : skinny_gemm_shapes(quick))
+    for (const bool bwd : {false, true}) {
+      const GemmShape ref = calibration_gemm_shape(sh.mnk());
+      const auto call = bwd ? backward_point("", sh).setup() : forward_point("", sh).setup();
+      const auto call_ref = bwd ? backward_point("", ref).setup() : forward_point("", ref).setup();
+      call();
+      call_ref();
+      world.barrier();
+      std::vector<double> t, t_ref;
+      const double start = now_seconds();
+      while (t.size() < 3 || now_seconds() - start < window) {
+        const double t0 = now_seconds();
+        call();
+        const double t1 = now_seconds();
+        call_ref();
+        t.push_back(t1 - t0);
+        t_ref.push_back(now_seconds() - t1);
+      }
+      out.push_back({sh, bwd, median(t), median(t_ref)});
+    }
+  return out;
+}
+
+// The profile; *shape_note: each of the edge's products, its time over its reference's.
+ComputeProfile measure_compute(Communicator& world, bool quick, int threads, std::string* shape_note) {
   ComputeProfile p;
   p.ranks = world.world();
   p.threads = threads;
@@ -307,12 +326,12 @@ ComputeProfile measure_compute(Communicator& world, bool quick, int threads) {
     curves[pts[i].curve].push_back({pts[i].x, pts[i].work / median(per_call[i])});
   p.gemm = curve_of(curves["gemm"]);
   p.gemm_backward = curve_of(curves["gemm_backward"]);
-  std::vector<GemmSample> skinny;  // each point of the edge's products is followed by its reference
-  for (size_t i = 0; i + 1 < pts.size(); i++)
-    if (pts[i].curve == kSkinny)
-      skinny.push_back({pts[i].shape, pts[i].work > 2 * pts[i].x, median(per_call[i]), median(per_call[i + 1])});
+  const std::vector<GemmSample> skinny = measure_shape_samples(world, quick);
   p.gemm_edge = fit_gemm_edge(skinny, false);
   p.gemm_backward_edge = fit_gemm_edge(skinny, true);
+  for (const GemmSample& g : skinny)
+    *shape_note += str(shape_note->empty() ? "" : "; ", g.shape.m, "x", g.shape.n, "x", g.shape.k,
+                       g.backward ? " backward " : " ", g.seconds / g.reference_seconds);
   p.gemm_tasks = curve_of(curves["gemm_tasks"]);
   p.stream = curve_of(curves["stream"]);
   p.copy = curve_of(curves["copy"]);
@@ -415,7 +434,7 @@ CachedPeak measure_mfu_peak(Communicator& world, bool quick) {
 
 HardwareSpec new_cpu_file(int cores, const ComputeProfile& prof);
 void merge_measurement(HardwareSpec& h, const ComputeProfile& prof, int N, const MeasuredNetwork& net,
-                       const std::string& raw);
+                       const std::string& raw, const std::string& shape_note);
 void print_calibration(const std::string& out, int N, int threads, double seconds, const ComputeProfile& prof,
                        const MeasuredNetwork& net, bool json, const CachedPeak& peak, const std::string& cache);
 
@@ -445,7 +464,8 @@ void run_calibration(Communicator& world, const std::string& out, bool quick, bo
   const double t0 = now_seconds();
   log_rank0(world, "calibrating ", N, " rank(s) x ", threads, " thread(s) on ", cores, " cores",
             quick ? " (quick)" : "", "...");
-  ComputeProfile prof = measure_compute(world, quick, threads);
+  std::string shape_note;
+  ComputeProfile prof = measure_compute(world, quick, threads, &shape_note);
   const CachedPeak peak = measure_mfu_peak(world, quick);
   MeasuredNetwork net;
   std::string raw;
@@ -454,7 +474,7 @@ void run_calibration(Communicator& world, const std::string& out, bool quick, bo
   if (world.rank() != 0) return;
 
   if (!have) h = new_cpu_file(cores, prof);
-  merge_measurement(h, prof, N, net, raw);
+  merge_measurement(h, prof, N, net, raw, shape_note);
   const std::time_t now = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M", std::localtime(&now));
@@ -492,24 +512,31 @@ HardwareSpec new_cpu_file(int cores, const ComputeProfile& prof) {
   return h;
 }
 
+// The file's note that starts with `tag`, replaced by tag + text.
+void replace_note(HardwareSpec& h, const std::string& tag, const std::string& text) {
+  h.notes.erase(std::remove_if(h.notes.begin(), h.notes.end(), [&](const std::string& n) { return n.rfind(tag, 0) == 0; }),
+                h.notes.end());
+  h.notes.push_back(tag + text);
+}
+
 // Replaces the profile (and at N > 1 the collective fits) of this rank count; the file's peak and bandwidths
 // follow.
 void merge_measurement(HardwareSpec& h, const ComputeProfile& prof, int N, const MeasuredNetwork& net,
-                       const std::string& raw) {
+                       const std::string& raw, const std::string& shape_note) {
   h.profiles.erase(std::remove_if(h.profiles.begin(), h.profiles.end(),
                                   [&](const ComputeProfile& p) { return p.ranks == prof.ranks && p.threads == prof.threads; }),
                    h.profiles.end());
   h.profiles.push_back(prof);
   std::sort(h.profiles.begin(), h.profiles.end(),
             [](const ComputeProfile& a, const ComputeProfile& b) { return a.ranks != b.ranks ? a.ranks < b.ranks : a.threads < b.threads; });
+  replace_note(h, str("products with a short side at ", prof.ranks, " rank(s) x ", prof.threads,
+                      " thread(s), time over the curve's shape of the same M*N*K (gemm_edge's fit): "),
+               shape_note);
   if (N > 1) {
     h.measured.erase(std::remove_if(h.measured.begin(), h.measured.end(), [&](const MeasuredNetwork& m) { return m.ranks == N; }),
                      h.measured.end());
     h.measured.push_back(net);
-    const std::string tag = str("measured collectives at ", N, " ranks (bytes sent per rank, median time): ");
-    h.notes.erase(std::remove_if(h.notes.begin(), h.notes.end(), [&](const std::string& n) { return n.rfind(tag, 0) == 0; }),
-                  h.notes.end());
-    h.notes.push_back(tag + raw);
+    replace_note(h, str("measured collectives at ", N, " ranks (bytes sent per rank, median time): "), raw);
     std::sort(h.measured.begin(), h.measured.end(), [](const MeasuredNetwork& a, const MeasuredNetwork& b) { return a.ranks < b.ranks; });
   }
   h.peak_flops = 0;
@@ -530,8 +557,8 @@ void print_calibration(const std::string& out, int N, int threads, double second
                 peak.flops / 1e9,
                 peak.bursts, peak.span_s, json_quote(cache).c_str());
   } else {
-    std::printf("calibrated %d rank(s) x %d thread(s) in %.1f s: sgemm up to %.1f GFLOP/s (a product's side costs %.4g "
-                "elements more at its ends, %.4g in backward), stream up to %.2f GB/s, memcpy up to %.2f GB/s\n",
+    std::printf("calibrated %d rank(s) x %d thread(s) in %.1f s: sgemm up to %.1f GFLOP/s (a product's side of d "
+                "runs at d / (d + e), e = %.4g, %.4g in backward), stream up to %.2f GB/s, memcpy up to %.2f GB/s\n",
                 N, threads, seconds, prof.gemm.max_y() / 1e9, prof.gemm_edge, prof.gemm_backward_edge, prof.stream.max_y() / 1e9,
                 prof.copy.max_y() / 1e9);
     if (N > 1) {

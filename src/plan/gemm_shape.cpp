@@ -40,7 +40,7 @@ double fit_gemm_edge(const std::vector<GemmSample>& samples, bool backward) {
       if (s.backward != backward || !(s.seconds > 0 && s.reference_seconds > 0)) continue;
       const double d = std::log(s.seconds / s.reference_seconds) -
                        std::log(gemm_shape_factor(s.shape.m, s.shape.n, s.shape.k, e));
-      err += d * d;
+      err += std::fabs(d);
     }
     if (err < best_err) best = e, best_err = err;
   }

@@ -6,10 +6,12 @@
 //
 // The model: a side of d elements runs at d / (d + e) of a long one, e (the profile's `gemm_edge`, in
 // elements; `gemm_backward_edge` for the backward call) being what its ends cost (the packing and the
-// partial tiles of the BLAS kernel), the same for the three sides. A product is priced at the curve's rate times the family shape's efficiency over its own
-// (gemm_shape_factor), so at the family's shapes the curve is read as measured and a file without an edge
-// prices as before. `gpt bench --calibrate` times a few products with one short side and fits e
-// (fit_gemm_edge).
+// partial tiles of the BLAS kernel), the same for the three sides. A product is priced at the curve's rate
+// times the family shape's efficiency over its own (gemm_shape_factor), so at the family's shapes the curve
+// is read as measured, and a file without an edge prices as before. `gpt bench --calibrate` times 10
+// products with a short side, each alternated call by call with the family's shape of the same M*N*K, and
+// fits e (fit_gemm_edge). A steeper form, 1 / (1 + (e/d)^p) with p fitted too, was tried: the calibration's
+// samples chose p = 1 every time, so the one number stays.
 #pragma once
 #include <vector>
 
@@ -33,7 +35,7 @@ GemmShape calibration_gemm_shape(double mnk);
 double gemm_shape_factor(double m, double n, double k, double edge);
 
 // One product with a short side, timed beside the calibration's own shape of the same M*N*K (the same call:
-// forward or backward), in the same pass.
+// forward or backward), the two alternated call by call.
 struct GemmSample {
   GemmShape shape;
   bool backward = false;         // matmul_backward (dinp and dw), else the forward product
@@ -42,8 +44,8 @@ struct GemmSample {
 };
 
 // The edge that best explains the time of the samples of one call (forward or backward) over their
-// references' (least squares in log time), searched over 0..256 elements (the family's shortest side above
-// its cubes) in steps of 1/4.
+// references' (least absolute deviations in log time, so that one pair a busy moment disturbed does not
+// move it), searched over 0..256 elements (the family's shortest side above its cubes) in steps of 1/4.
 double fit_gemm_edge(const std::vector<GemmSample>& samples, bool backward);
 
 }  // namespace gpt

@@ -36,7 +36,8 @@ TEST(GemmShape, FactorIsOneOnTheCalibrationShapesAndTheClosedFormElsewhere) {
   EXPECT_LT(gemm_shape_factor(2048, 2048, 2048, 24), 1.0);
 }
 
-// Samples made with a known edge per call: the fit gives each call its own, exactly (the search's step is 1/4).
+// Samples made with a known edge per call: the fit gives each call its own, exactly (the search's step is
+// 1/4), and one disturbed sample does not move it.
 TEST(GemmShape, FitRecoversTheEdgeThatMadeTheSamples) {
   std::vector<GemmSample> s;
   const std::vector<GemmShape> shapes = {{32, 1024, 1024}, {1024, 32, 1024}, {1024, 1024, 128}, {256, 32768, 128}};
@@ -47,6 +48,10 @@ TEST(GemmShape, FitRecoversTheEdgeThatMadeTheSamples) {
   }
   EXPECT_DOUBLE_EQ(fit_gemm_edge(s, false), 20.5);
   EXPECT_DOUBLE_EQ(fit_gemm_edge(s, true), 31.25);
+  // one pair a busy moment slowed by half: the fit (least absolute deviations) keeps the edge of the others
+  std::vector<GemmSample> disturbed = s;
+  disturbed[0].seconds *= 1.5;
+  EXPECT_DOUBLE_EQ(fit_gemm_edge(disturbed, false), 20.5);
   // products no slower than their references: no edge
   for (GemmSample& g : s) g.seconds = 0.9 * g.reference_seconds;
   EXPECT_EQ(fit_gemm_edge(s, false), 0.0);
