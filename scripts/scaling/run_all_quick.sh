@@ -61,13 +61,16 @@ tm="$tmp/time_model"
 "$py" scripts/scaling/time_model_measure.py --gpt "$gpt" --out "$tm" --quick > "$tmp/tm.log" 2>&1 \
   || { tail -20 "$tmp/tm.log" >&2; echo "FAIL: time_model_measure.py --quick" >&2; exit 1; }
 check_csv "$tm/measured.csv"
+"$py" scripts/scaling/time_model_edge.py --gpt "$gpt" --out "$tm" --quick > "$tmp/tm_edge.log" 2>&1 \
+  || { tail -20 "$tmp/tm_edge.log" >&2; echo "FAIL: time_model_edge.py --quick" >&2; exit 1; }
+check_csv "$tm/edge_ablation.csv"
 "$py" scripts/scaling/time_model.py measured --gpt "$gpt" --out "$tm" > /dev/null
 "$py" scripts/scaling/time_model.py sweep --gpt "$gpt" --out "$tm" --hardware data/hardware/h100.json --config d12 \
   --world-list 1,8,64 > /dev/null
 check_csv "$tm/sweep_d12_h100.csv"
 "$py" scripts/scaling/time_model_published.py --gpt "$gpt" --out "$tm" > /dev/null
 check_csv "$tm/published.csv"
-for f in measured_vs_predicted.png measured.md sweep_d12_h100.png published.md; do
+for f in measured_vs_predicted.png measured.md sweep_d12_h100.png published.md edge_ablation.md; do
   [ -s "$tm/$f" ] || { echo "FAIL: time_model wrote no $f" >&2; exit 1; }
 done
 "$py" scripts/scaling/prefetch_depth.py --gpt "$gpt" --out "$tm" --quick > "$tmp/pd.log" 2>&1 \
