@@ -327,6 +327,7 @@ ComputeProfile measure_compute(Communicator& world, bool quick, int threads, std
   p.gemm = curve_of(curves["gemm"]);
   p.gemm_backward = curve_of(curves["gemm_backward"]);
   const std::vector<GemmSample> skinny = measure_shape_samples(world, quick);
+  p.has_gemm_edge = true;
   p.gemm_edge = fit_gemm_edge(skinny, false);
   p.gemm_backward_edge = fit_gemm_edge(skinny, true);
   for (const GemmSample& g : skinny)

@@ -40,18 +40,12 @@ std::string gpu_datasheet(Communicator& world, const std::string& data_dir) {
   fail("--plan auto: no datasheet in ", data_dir, "/hardware for this GPU (", name, "); give --hardware FILE");
 }
 
-// This machine's calibration for `world`'s ranks, from the cache, made (collectively) when it lacks them.
-bool has_profile(const HardwareSpec& h, int ranks, int threads) {
-  bool compute = false, network = ranks == 1;
-  for (const ComputeProfile& p : h.profiles) compute = compute || (p.ranks == ranks && p.threads == threads);
-  for (const MeasuredNetwork& m : h.measured) network = network || m.ranks == ranks;
-  return compute && network;
-}
-
 bool is_this_machine(const HardwareSpec& h) {
   return h.kind == "cpu" && h.cores == (int)sysconf(_SC_NPROCESSORS_ONLN) && h.name.find(cpu_model_name()) != std::string::npos;
 }
 
+// This machine's calibration for `world`'s ranks, from the cache, made (collectively) when it does not serve
+// them (calibration_serves).
 std::string cpu_calibration(Communicator& world) {
   const std::string peak = peak_cache_file();
   GPT_CHECK(!peak.empty(), "--plan auto: no cache folder ($GPT_CACHE_DIR, $XDG_CACHE_HOME and $HOME are unset); give "
@@ -66,7 +60,7 @@ std::string cpu_calibration(Communicator& world) {
       std::filesystem::remove(file);  // another machine's: measured afresh below
       return;
     }
-    ready = has_profile(h, world.world(), cpu::max_threads()) ? 1 : 0;
+    ready = calibration_serves(h, world.world(), cpu::max_threads()) ? 1 : 0;
   });
   ready = (int)world.all_reduce_max((double)ready);
   if (!ready) {
@@ -78,6 +72,14 @@ std::string cpu_calibration(Communicator& world) {
 }
 
 }  // namespace
+
+bool calibration_serves(const HardwareSpec& h, int ranks, int threads) {
+  bool compute = false, network = ranks == 1;
+  for (const ComputeProfile& p : h.profiles)
+    compute = compute || (p.ranks == ranks && p.threads == threads && p.has_gemm_edge);
+  for (const MeasuredNetwork& m : h.measured) network = network || m.ranks == ranks;
+  return compute && network;
+}
 
 bool plan_auto_requested(Flags& f) {
   const std::string p = f.str("--plan", "");

@@ -112,6 +112,7 @@ ComputeProfile read_profile(const JsonValue& v, size_t i, const std::string& fil
   }
   cp.gemm_backward = p.curve("gemm_backward", false);
   if (cp.gemm_backward.empty()) cp.gemm_backward = cp.gemm;
+  cp.has_gemm_edge = p.get("gemm_edge") != nullptr;
   cp.gemm_edge = p.num("gemm_edge", 0.0, 0.0, 1 << 20);
   cp.gemm_backward_edge = p.num("gemm_backward_edge", cp.gemm_edge, 0.0, 1 << 20);
   cp.gemm_tasks = p.curve("gemm_tasks", false);
@@ -277,7 +278,7 @@ std::string hardware_to_json(const HardwareSpec& h) {
     const ComputeProfile& p = h.profiles[i];
     s += str(i ? ",\n" : "\n", "    {\"ranks\": ", p.ranks, ", \"threads\": ", p.threads, ",\n     \"gemm\": ",
              curve_json(p.gemm), ",\n     \"gemm_backward\": ", curve_json(p.gemm_backward),
-             p.gemm_edge > 0 || p.gemm_backward_edge > 0
+             p.has_gemm_edge || p.gemm_edge > 0 || p.gemm_backward_edge > 0
                  ? str(",\n     \"gemm_edge\": ", num(p.gemm_edge), ", \"gemm_backward_edge\": ", num(p.gemm_backward_edge))
                  : std::string(),
              ",\n     \"gemm_tasks\": ", curve_json(p.gemm_tasks), ",\n     \"stream\": ", curve_json(p.stream),

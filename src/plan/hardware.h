@@ -67,6 +67,7 @@ struct ComputeProfile {
   RateCurve gemm_backward;  // flop/s of a product's backward call against M*N*K
   double gemm_edge = 0;     // elements a side's ends cost (src/plan/gemm_shape.h); 0: priced by M*N*K alone
   double gemm_backward_edge = 0;  // the same for the backward call
+  bool has_gemm_edge = false;     // the file gives gemm_edge: a calibration that fitted it (0 included)
   RateCurve gemm_tasks;     // aggregate flop/s of `threads` concurrent single-threaded products against M*N*K
   RateCurve stream;         // B/s against bytes moved
   RateCurve copy;           // B/s against bytes copied

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "src/cli/plan_auto.h"
 #include "src/core/check.h"
 #include "src/plan/gemm_shape.h"
 #include "src/plan/hardware.h"
@@ -90,6 +91,17 @@ TEST(GemmShape, HardwareEdgesPriceTheProducts) {
   EXPECT_DOUBLE_EQ(again.profiles[0].gemm_edge, 20);
   EXPECT_DOUBLE_EQ(again.profiles[0].gemm_backward_edge, 30);
   EXPECT_EQ(parse_hardware(hardware_to_json(plain), "again.json").profiles[0].gemm_edge, 0);
+}
+
+// --plan auto's cached calibration: a profile made before the edge was fitted is measured again (else the
+// plan would price by M*N*K alone without a word); an edge of 0 that a calibration fitted still serves.
+TEST(GemmShape, ACachedCalibrationWithoutTheEdgeIsMeasuredAgain) {
+  EXPECT_FALSE(calibration_serves(parse_hardware(cpu_file(""), "old.json"), 1, 2));
+  EXPECT_TRUE(calibration_serves(parse_hardware(cpu_file(R"("gemm_edge": 20,)"), "new.json"), 1, 2));
+  const HardwareSpec zero = parse_hardware(cpu_file(R"("gemm_edge": 0,)"), "zero.json");
+  EXPECT_TRUE(calibration_serves(zero, 1, 2));
+  EXPECT_TRUE(calibration_serves(parse_hardware(hardware_to_json(zero), "again.json"), 1, 2));  // written back
+  EXPECT_FALSE(calibration_serves(zero, 2, 1));  // no profile for 2 ranks x 1 thread
 }
 
 TEST(GemmShape, NegativeOrTextEdgeIsAOneLineErrorNamingTheField) {
