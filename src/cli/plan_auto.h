@@ -12,10 +12,11 @@
 
 namespace gpt {
 
+struct HardwareSpec;  // src/plan/hardware.h
+
 // Whether a cached calibration serves a run of `ranks` x `threads`: a profile for them made since the
 // calibration fits the product-shape edge (an older one is measured again, not silently priced by M*N*K
 // alone), and at ranks > 1 collective fits for that rank count.
-struct HardwareSpec;
 bool calibration_serves(const HardwareSpec& h, int ranks, int threads);
 
 // True for --plan auto; throws for another --plan value, or --hardware without --plan auto.

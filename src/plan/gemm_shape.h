@@ -15,8 +15,6 @@
 #pragma once
 #include <vector>
 
-#include "src/plan/hardware.h"
-
 namespace gpt {
 
 // (m, k) @ (k, n): m rows, k the reduction, n outputs. Which side is which does not enter the model.
