@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One call on a lent GPU machine (one H200: nvcc 13, CMake, ninja, python3 with torch 2.x; no network, maybe
+# One call on a lent GPU machine (one H100 or H200: nvcc 13, CMake, ninja, python3 with torch 2.x; no network, maybe
 # no OpenBLAS, GoogleTest or MPI) that settles: is the GPU path correct, and how fast is it against PyTorch on
 # the same GPU. At most 420 s of script, build included. Stages, in order, each with its cap; a stage ends by
 # the start plus the caps of every stage up to it (time an earlier stage left over flows on, never a later
@@ -19,11 +19,11 @@
 #                      against the others; `gpt memplan` == the ledger's peak of the same runs, to the byte
 #   bench        50 s  gpt bench d12 -B 16 -T 1024, one per attention path (`gpt train --help` lists them):
 #                      tokens/s, MFU; `gpt memplan --device cuda` against the bench's peak_device_mib, and
-#                      `gpt memplan --time --hardware data/hardware/h200.json` (the predicted ms/step beside the
-#                      measured one; recorded, not a gate)
+#                      `gpt memplan --time --hardware this` (the predicted ms/step on the datasheet of the GPU
+#                      found, data/hardware/h100.json or h200.json, beside the measured one; recorded, not a gate)
 #   trace        10 s  3 steps of d12 -B 16 -T 1024 (byte tokens) with --trace: the device-timed trace (compute,
 #                      copy and comm streams as they ran), trace_d12_cuda.json in --out, beside the one the time
-#                      model predicts for that step on h200.json, trace_d12_predicted.json; the note counts
+#                      model predicts for that step on the GPU's datasheet, trace_d12_predicted.json; the note counts
 #                      each track's spans (a gate: a trace with no device-timed compute span fails)
 #   torch_peer   50 s  scripts/bench_pytorch.py, the same model and batch at PyTorch's best: bf16 autocast,
 #                      SDPA (causal), fused AdamW, torch.compile when it compiled within 90 s (else eager)
@@ -74,7 +74,7 @@ plan=(
   "build|120|cmake (CUDA on, MPI off, sm_$arch) + ninja -j\$(nproc) gpt test_cuda; torch.compile warms its cache meanwhile (<= 90 s)"
   "twins|75|test_cuda: CUDA ops and d2 training steps vs the CPU twin (no skips allowed)"
   "correctness|70|gpu_correctness.py: d12 B8 T256, 20 steps, gpt (each attention path) vs PyTorch fp32, derived bf16 bound; memplan == ledger"
-  "bench|50|gpt bench d12 -B 16 -T 1024 per attention path: tokens/s, MFU; memplan vs peak_device_mib; memplan --time (h200.json) vs ms/step"
+  "bench|50|gpt bench d12 -B 16 -T 1024 per attention path: tokens/s, MFU; memplan vs peak_device_mib; memplan --time (this GPU's datasheet) vs ms/step"
   "trace|10|gpt train d12 -B 16 -T 1024 --steps 3 --trace: the device-timed trace, and the predicted one (memplan --time --trace)"
   "torch_peer|50|bench_pytorch.py d12 -B 16 -T 1024: bf16 autocast, SDPA, fused AdamW, torch.compile if cached in time"
   "racecheck|35|compute-sanitizer racecheck, attention twin tests (skip only where the device is unsupported)"
@@ -417,17 +417,20 @@ for p in "${paths[@]}"; do
     mrc=$?
     save_result "memplan_$p" "$(report peak --json "$work/memplan_$p.out" "$work/results/$name.json" 2>/dev/null)"
     record "memplan_$p" "$( ((mrc == 0)) && echo ok || echo failed)" "$mrc" 0 1 "$m"
-    # The time model's prediction for the same run on the H200 datasheet file, beside the measured step
-    # (pure arithmetic, well under a second; not a gate: it records how far the model is from this GPU).
+    # The time model's prediction for the same run on this GPU's datasheet (by its name: h100.json, h200.json),
+    # beside the measured step (pure arithmetic, well under a second; not a gate: it records how far the model
+    # is from this GPU).
     timeout --kill-after=5 30 "$gpt_bin" memplan --device cuda --config d12 -B "$bench_B" -T 1024 --attention "$p" \
-      --time --hardware data/hardware/h200.json --json >"$work/time_model_$p.out" 2>&1
+      --time --hardware this --json >"$work/time_model_$p.out" 2>&1
     trc=$?
     tm=$(last_json "$work/time_model_$p.out")
     save_result "time_model_$p" "$tm"
     pred_ms=$(printf '%s' "$tm" | grep -oE '"step_ms": [0-9.e+-]+' | head -n 1 | awk '{print $2}')
+    hw_file=$(printf '%s' "$tm" | grep -oE '"hardware_file": "[^"]*"' | head -n 1 | cut -d'"' -f4)
+    [[ -n $hw_file ]] || hw_file="no datasheet: $(tail -n 1 "$work/time_model_$p.out")"
     meas_ms=$(printf '%s' "$b" | grep -oE '"ms_per_step": [0-9.e+-]+' | head -n 1 | awk '{print $2}')
     record "time_model_$p" "$( ((trc == 0)) && [[ -n $pred_ms ]] && echo ok || echo failed)" "$trc" 0 0 \
-      "predicted ${pred_ms:-?} ms/step on data/hardware/h200.json, measured ${meas_ms:-?} ms/step$(awk -v p="$pred_ms" -v m="$meas_ms" 'BEGIN { if (p > 0 && m > 0) printf " (predicted/measured %.2f)", p / m }')"
+      "predicted ${pred_ms:-?} ms/step on ${hw_file#"$root/"}, measured ${meas_ms:-?} ms/step$(awk -v p="$pred_ms" -v m="$meas_ms" 'BEGIN { if (p > 0 && m > 0) printf " (predicted/measured %.2f)", p / m }')"
   fi
 done
 
@@ -441,7 +444,7 @@ else
   trc=$run_rc
   tsecs=$run_secs
   timeout --kill-after=5 20 "$gpt_bin" memplan --device cuda --config d12 --vocab 256 -B 16 -T 1024 --time \
-    --hardware data/hardware/h200.json --trace "$out_dir/trace_d12_predicted.json" >>"$log" 2>&1
+    --hardware this --trace "$out_dir/trace_d12_predicted.json" >>"$log" 2>&1
   tnote=$(report trace "$out_dir/trace_d12_cuda.json" 2>&1)
   tok=$?
   record trace "$( ((trc == 0 && tok == 0)) && echo ok || status_of $( ((trc != 0)) && echo $trc || echo 1))" "$trc" \

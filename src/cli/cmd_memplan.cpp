@@ -7,6 +7,7 @@
 
 #include "src/cli/attention_plan.h"
 #include "src/cli/flags.h"
+#include "src/cli/plan_auto.h"
 #include "src/cli/time_report.h"
 #include "src/cli/train_flags.h"
 #include "src/core/check.h"
@@ -48,7 +49,8 @@ const char* kMemplanHelp =
     "  --json               one JSON object instead of the table\n"
     "time (src/plan/timemodel.h): the step run on a simulated machine priced by a hardware file's rates and links\n"
     "  --time --hardware FILE   predicted step time, exposed communication, tokens/s and MFU (data/hardware/*.json,\n"
-    "                       or this machine's: gpt bench --calibrate --out FILE)\n"
+    "                       or this machine's: gpt bench --calibrate --out FILE). --hardware this: with --device\n"
+    "                       cuda the GPU's datasheet by its name, on the cpu this launch's cached calibration\n"
     "  --trace FILE         (with --time) the simulated step as a Perfetto trace in simulated time: the tracks of\n"
     "                       gpt train --trace (compute per unit, gather and reduce slots, copies, counters) and\n"
     "                       the simulated comm and copy streams\n"
@@ -263,11 +265,12 @@ int cmd_memplan(int argc, char** argv, Communicator& world) {
   GPT_CHECK(total % tokens == 0, "--total-batch ", total, " must be a multiple of B*T*world = ", tokens);
   tin.run = in;
   tin.grad_accum = (int)(total / tokens);
+  const std::string hw_file = hardware_flag_file(hw_path, world, device, in.world, tin.threads_per_rank);
   std::string out;
   if (sweep) {
-    out = sweep_report(tin, load_hardware(hw_path), sw, json);
+    out = sweep_report(tin, load_hardware(hw_file), sw, json);
   } else if (time) {
-    const HardwareSpec hw = load_hardware(hw_path);
+    const HardwareSpec hw = load_hardware(hw_file);
     const MemPlan mp = plan_memory(in);
     const TimePlan tp = plan_time(tin, hw);
     if (json) {

@@ -5,6 +5,7 @@
 
 #include "src/cli/attention_plan.h"
 #include "src/cli/commands.h"
+#include "src/cli/plan_auto.h"
 #include "src/cli/plan_flags.h"
 #include "src/cli/plan_report.h"
 #include "src/cli/train_flags.h"
@@ -20,7 +21,8 @@ const char* kPlanHelp =
     "memory plan (gpt memplan: the engine's geometry and activation plan, equal to the ledger byte for byte) and\n"
     "its time one step of the real model and engine on a simulated machine priced by FILE (gpt memplan --time).\n"
     "  --world N            ranks (default: this launch's)     --hardware FILE  data/hardware/*.json, or this\n"
-    "                       machine's (gpt bench --calibrate --out FILE); a gpu file plans bf16 compute\n"
+    "                       machine's (gpt bench --calibrate --out FILE); a gpu file plans bf16 compute. `this`:\n"
+    "                       the visible GPU's datasheet, else this launch's cached cpu calibration (made if missing)\n"
     "  --total-batch TOK    tokens per optimizer step over all ranks: a multiple of T x N\n"
     "  -T N                 sequence length (default the model's --seq-len)\n"
     "  --budget D[,H]       per-rank device and host memory (24GiB, 80GB, 1e9). Default: a gpu file's device\n"
@@ -73,7 +75,9 @@ int cmd_plan(int argc, char** argv, Communicator& world) {
   rq.pins = parse_plan_pins(f);
   const bool json = f.on("--json");
   f.finish();
-  const HardwareSpec hw = load_hardware(hw_path);
+  // `this` machine: its GPU's datasheet where one is visible, else its cpu calibration
+  const HardwareSpec hw =
+      load_hardware(hardware_flag_file(hw_path, world, resolve_device("auto"), rq.base.world, rq.threads_per_rank));
   rq.hw = &hw;
   const bool gpu = hw.kind == "gpu";
   rq.base.compute = gpu ? DType::BF16 : DType::F32;

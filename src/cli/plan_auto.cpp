@@ -31,13 +31,7 @@ std::string upper(std::string s) {
 
 // The datasheet file of the GPU this rank would run on, by its name.
 std::string gpu_datasheet(Communicator& world, const std::string& data_dir) {
-  const std::string name = upper(make_backend(DeviceKind::cuda, world.local_rank())->name());
-  const std::pair<const char*, const char*> table[] = {
-      {"H200", "h200.json"}, {"H100", "h100.json"}, {"A100-SXM4-80GB", "a100_80gb.json"},
-      {"A100 80GB", "a100_80gb.json"}, {"A100", "a100_40gb.json"}, {"V100", "v100_dgx2.json"}};
-  for (const auto& [part, file] : table)
-    if (name.find(part) != std::string::npos) return data_dir + "/hardware/" + file;
-  fail("--plan auto: no datasheet in ", data_dir, "/hardware for this GPU (", name, "); give --hardware FILE");
+  return gpu_datasheet_for(make_backend(DeviceKind::cuda, world.local_rank())->name(), data_dir);
 }
 
 bool is_this_machine(const HardwareSpec& h) {
@@ -73,6 +67,36 @@ std::string cpu_calibration(Communicator& world) {
 
 }  // namespace
 
+std::string gpu_datasheet_for(const std::string& gpu_name, const std::string& data_dir) {
+  const std::string name = upper(gpu_name);
+  // The H100 file is the SXM part's: a PCIe or NVL H100 (fewer SMs, other clocks and memory) is not priced by it.
+  const bool h100_other = name.find("H100") != std::string::npos &&
+                          (name.find("PCIE") != std::string::npos || name.find("NVL") != std::string::npos);
+  const std::pair<const char*, const char*> table[] = {
+      {"H200", "h200.json"}, {"H100", "h100.json"}, {"A100-SXM4-80GB", "a100_80gb.json"},
+      {"A100 80GB", "a100_80gb.json"}, {"A100", "a100_40gb.json"}, {"V100", "v100_dgx2.json"}};
+  for (const auto& [part, file] : table)
+    if (!h100_other && name.find(part) != std::string::npos) return data_dir + "/hardware/" + file;
+  fail("no datasheet in ", data_dir, "/hardware for this GPU (", gpu_name, "); give --hardware FILE");
+}
+
+std::string this_machine_hardware(Communicator& world, DeviceKind device, const std::string& data_dir) {
+  if (device != DeviceKind::cuda) return cpu_calibration(world);
+  std::string file;
+  collective_check(world, "--hardware this", [&] { file = gpu_datasheet(world, data_dir); });
+  return file;
+}
+
+std::string hardware_flag_file(const std::string& flag, Communicator& world, DeviceKind device, int plan_world,
+                               int& threads) {
+  if (flag != "this") return flag;
+  GPT_CHECK(device == DeviceKind::cuda || (plan_world == world.world() && (threads == 0 || threads == cpu::max_threads())),
+            "--hardware this: on the cpu it is this launch's calibration (", world.world(), " rank(s) x ",
+            cpu::max_threads(), " thread(s)); plan for those, or give --hardware FILE (gpt bench --calibrate --out FILE)");
+  if (device != DeviceKind::cuda) threads = cpu::max_threads();
+  return this_machine_hardware(world, device, default_data_dir());
+}
+
 bool calibration_serves(const HardwareSpec& h, int ranks, int threads) {
   bool compute = false, network = ranks == 1;
   for (const ComputeProfile& p : h.profiles)
@@ -94,10 +118,7 @@ void apply_plan_auto(Flags& f, TrainOptions& o, Communicator& world) {
   std::string hw_path = f.str("--hardware", "");
   PlanRequest rq;
   rq.pins = parse_plan_pins(f);
-  collective_check(world, "--plan auto", [&] {
-    if (hw_path.empty() && dev == DeviceKind::cuda) hw_path = gpu_datasheet(world, o.data_dir);
-  });
-  if (hw_path.empty()) hw_path = cpu_calibration(world);
+  if (hw_path.empty()) hw_path = this_machine_hardware(world, dev, o.data_dir);
   HardwareSpec hw;
   PlanResult r;
   collective_check(world, "--plan auto", [&] {

@@ -5,6 +5,8 @@
 
 #include <cstdio>
 
+#include "src/cli/plan_auto.h"
+#include "src/core/check.h"
 #include "tests/common/json_lite.h"
 #include "tests/common/test_paths.h"
 
@@ -106,6 +108,38 @@ TEST(PlanCli, PlanAutoRunsFromTheCachedCalibration) {
   const std::string B = line.substr(b + 4, line.find(' ', b + 4) - b - 4);
   EXPECT_NE(r.out.find("B=" + B + " T=64"), std::string::npos) << r.out;  // what bench then ran
   EXPECT_NE(r.out.find("recompute=selective"), std::string::npos) << r.out;
+
+  // `--hardware this` in gpt memplan --time and gpt plan names the same cached calibration, measuring nothing
+  CliResult m = run_gpt("memplan --config d2 --vocab 257 -B 2 -T 64 --time --hardware this --json");
+  ASSERT_EQ(m.code, 0) << m.out;
+  EXPECT_EQ(m.out.find("calibrating"), std::string::npos) << m.out;
+  EXPECT_EQ(JsonParser(m.out).parse().at("time").at("hardware_file").str, dir + "/cpu_hardware.json") << m.out;
+  CliResult p = run_gpt("plan --config d2 --vocab 257 -T 64 --total-batch 512 --hardware this --json");
+  ASSERT_EQ(p.code, 0) << p.out;
+  EXPECT_EQ(p.out.find("calibrating"), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find(dir + "/cpu_hardware.json"), std::string::npos) << p.out;
+  // on the cpu `this` is this launch's calibration: a plan for another world or thread count is refused
+  expect_one_error_line(run_gpt("memplan --config d2 --world 2 --time --hardware this"), "--hardware this");
+  expect_one_error_line(run_gpt("plan --config d2 -T 64 --total-batch 512 --threads-per-rank 2 --hardware this"),
+                        "--hardware this");
+}
+
+// A GPU's name (as cudaDeviceProp and nvidia-smi give it) picks its datasheet; a part the files do not describe
+// is refused rather than priced by another's (h100.json is the SXM part's: not a PCIe or NVL H100's).
+TEST(PlanCli, AGpusNamePicksItsDatasheet) {
+  const std::pair<const char*, const char*> named[] = {
+      {"NVIDIA H100 80GB HBM3", "h100.json"},     {"NVIDIA H200", "h200.json"},
+      {"NVIDIA A100-SXM4-80GB", "a100_80gb.json"}, {"NVIDIA A100-SXM4-40GB", "a100_40gb.json"},
+      {"NVIDIA A100 80GB PCIe", "a100_80gb.json"}, {"Tesla V100-SXM2-32GB", "v100_dgx2.json"}};
+  for (const auto& [name, file] : named) EXPECT_EQ(gpu_datasheet_for(name, "d"), std::string("d/hardware/") + file) << name;
+  for (const char* name : {"NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA GeForce RTX 4090"}) {
+    try {
+      gpu_datasheet_for(name, "d");
+      ADD_FAILURE() << "priced " << name;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("this GPU (") + name + ")"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace
