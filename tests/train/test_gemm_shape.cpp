@@ -105,7 +105,7 @@ TEST(GemmShape, ACachedCalibrationWithoutTheEdgeIsMeasuredAgain) {
 }
 
 TEST(GemmShape, NegativeOrTextEdgeIsAOneLineErrorNamingTheField) {
-  for (const std::string& bad : {R"("gemm_edge": -1,)", R"("gemm_backward_edge": "wide",)"}) {
+  for (const char* bad : {R"("gemm_edge": -1,)", R"("gemm_backward_edge": "wide",)"}) {
     try {
       parse_hardware(cpu_file(bad), "bad.json");
       ADD_FAILURE() << "accepted " << bad;
