@@ -8,6 +8,7 @@
 //           with cuDNN, head sizes the cuDNN SDPA engines take (cudnn_attention_unsupported below).
 //   auto    (the flag's default) cudnn where it is supported, else fused where it is, else simple.
 #pragma once
+#include <limits>
 #include <string>
 
 #include "src/core/check.h"
@@ -69,6 +70,13 @@ struct CudnnAttentionTarget {
 //    not build (cudnn_attention_sequence_unsupported).
 constexpr long long kCudnnAttentionMinVersion = 90800;
 constexpr long long kCudnnAttentionAnyTVersion = 91600;
+
+// The value the causal mask writes over the scores above the diagonal, by cuDNN version, as NVIDIA's frontend
+// chooses it (cudnn-frontend attn_score_modifiers: "older cuDNN version prefers lowest for softmax mask"): the
+// lowest finite float before 9.10, -infinity from 9.10 on.
+inline float cudnn_attention_mask_value(long long version) {
+  return version < 91000 ? -std::numeric_limits<float>::max() : -std::numeric_limits<float>::infinity();
+}
 
 inline std::string cudnn_version_name(long long v) {
   return str(v / 10000, ".", v / 100 % 100, ".", v % 100);

@@ -148,10 +148,10 @@ void CudnnAttention::forward(bf16* out, float* lse, const bf16* qkv, int B, int 
             scratch_bytes);
   const bf16 *k = qkv + l.k_offset, *v = qkv + l.v_offset;
   check_aligned("forward", {qkv, k, v, out, lse});
-  float neg_inf = -INFINITY;
+  float mask_value = cudnn_attention_mask_value(static_cast<long long>(cudnnGetVersion()));
   float s = scale;
   int64_t uids[] = {kQ, kK, kV, kO, kStats, kScale, kNegInf};
-  void* ptrs[] = {const_cast<bf16*>(qkv), const_cast<bf16*>(k), const_cast<bf16*>(v), out, lse, &s, &neg_inf};
+  void* ptrs[] = {const_cast<bf16*>(qkv), const_cast<bf16*>(k), const_cast<bf16*>(v), out, lse, &s, &mask_value};
   Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   SET_ATTR(pack.get(), CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 7, uids);
   SET_ATTR(pack.get(), CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 7, ptrs);
@@ -185,10 +185,11 @@ void CudnnAttention::backward(bf16* dqkv, const bf16* dout, const bf16* qkv, con
   const bf16 *k = qkv + l.k_offset, *v = qkv + l.v_offset;
   bf16 *dk = dqkv + l.k_offset, *dv = dqkv + l.v_offset;
   check_aligned("backward", {qkv, k, v, out, dout, lse, dqkv, dk, dv, dq_accum, dsum});
-  float s = 1.0f / std::sqrt(static_cast<float>(hs)), neg_inf = -INFINITY, one = 1.0f;
+  float s = 1.0f / std::sqrt(static_cast<float>(hs)), one = 1.0f;
+  float mask_value = cudnn_attention_mask_value(static_cast<long long>(cudnnGetVersion()));
   int64_t uids[] = {kQ, kK, kV, kO, kDO, kStats, kScale, kNegInf, kOne, kDQ, kDK, kDV, kDsum, kDqAccum};
   void* ptrs[] = {const_cast<bf16*>(qkv), const_cast<bf16*>(k), const_cast<bf16*>(v), const_cast<bf16*>(out),
-                  const_cast<bf16*>(dout), const_cast<float*>(lse), &s, &neg_inf, &one, dqkv, dk, dv, dsum,
+                  const_cast<bf16*>(dout), const_cast<float*>(lse), &s, &mask_value, &one, dqkv, dk, dv, dsum,
                   dq_accum};
   Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   SET_ATTR(pack.get(), CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 14, uids);

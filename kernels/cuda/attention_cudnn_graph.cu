@@ -248,14 +248,20 @@ class Graph {
   // The first engine config (heuristics mode A, then fallback) whose execution plan finalizes, with its
   // workspace size and every descriptor it was built from. `what` names the graph in errors.
   Plan build(const char* what) {
-    cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
+    cudnnStatus_t heur_status = CUDNN_STATUS_NOT_SUPPORTED;  // the last heuristics query's
+    cudnnStatus_t first_fail = CUDNN_STATUS_SUCCESS;          // the first plan that did not finalize, and why
+    std::string first_msg;
     int64_t tried = 0;
     for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-      std::vector<Desc> configs = engine_configs(mode, &last);
+      std::vector<Desc> configs = engine_configs(mode, &heur_status);
       for (Desc& config : configs) {
         tried++;
-        Desc plan = plan_for(config.get(), &last);
-        if (last != CUDNN_STATUS_SUCCESS) continue;  // this engine does not take the graph: try the next
+        cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+        Desc plan = plan_for(config.get(), &st);
+        if (st != CUDNN_STATUS_SUCCESS) {  // this engine does not take the graph: try the next
+          if (first_fail == CUDNN_STATUS_SUCCESS) first_fail = st, first_msg = last_cudnn_message();
+          continue;
+        }
         Plan p;
         int64_t n = 0;
         CUDNN_CHECK(cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
@@ -268,9 +274,14 @@ class Graph {
         return p;
       }
     }
-    const std::string msg = last_cudnn_message();
-    fail("cuDNN has no engine for the ", what, " attention graph on this GPU (", tried, " engine configs tried, last ",
-         "status ", cudnnGetErrorString(last), msg.empty() ? "" : ": ", msg, ")");
+    // The first refusal says the most (a later engine, or the fallback heuristics' query, often only "not
+    // supported"); the versions show a cuDNN built for another CUDA than this binary.
+    const cudnnStatus_t st = tried > 0 ? first_fail : heur_status;
+    const std::string msg = tried > 0 ? first_msg : last_cudnn_message();
+    fail("cuDNN has no engine for the ", what, " attention graph on this GPU (", tried, " engine configs tried; ",
+         tried > 0 ? "the first refused with " : "heuristics status ", cudnnGetErrorString(st), msg.empty() ? "" : ": ",
+         msg, "; cuDNN ", cudnnGetVersion(), " built for CUDA runtime ", cudnnGetCudartVersion(), ", this binary's ",
+         CUDART_VERSION, ")");
   }
 
  private:

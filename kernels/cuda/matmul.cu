@@ -174,6 +174,13 @@ GemmPlan::~GemmPlan() {  // no throwing in a destructor: statuses are ignored
 
 namespace {
 
+// g's shape and options, for errors that must say which product failed.
+std::string shape_name(const GemmSpec& g) {
+  return str("M=", g.M, " N=", g.N, " K=", g.K, " lda=", g.lda, " ldb=", g.ldb, " ldc=", g.ldc, " batch=", g.batch,
+             " trans_a=", g.trans_a, " trans_b=", g.trans_b, " fp32_out=", g.c_f32, " bias=", g.bias != nullptr,
+             " gelu_aux=", g.gelu_aux != nullptr, " dgelu_aux=", g.dgelu_aux != nullptr);
+}
+
 // The descriptors of g's shape and the algorithm the heuristic picks for them (under the workspace limit
 // and the operands' real alignments, both in the key).
 GemmPlan make_plan(const BlasContext& ctx, const GemmSpec& g, const GemmKey& k) {
@@ -242,9 +249,7 @@ GemmPlan make_plan(const BlasContext& ctx, const GemmSpec& g, const GemmKey& k) 
     return p;
   }
   GPT_CHECK(ok, "cuda gemm: cuBLASLt has no algorithm (",
-            cublasLtGetStatusName(st != CUBLAS_STATUS_SUCCESS ? st : heur.state), ") for M=", g.M, " N=", g.N,
-            " K=", g.K, " lda=", g.lda, " ldb=", g.ldb, " ldc=", g.ldc, " batch=", g.batch, " trans_a=", g.trans_a,
-            " trans_b=", g.trans_b, " fp32_out=", g.c_f32, " bias=", g.bias != nullptr);
+            cublasLtGetStatusName(st != CUBLAS_STATUS_SUCCESS ? st : heur.state), ") for ", shape_name(g));
   p.algo = heur.algo;
   return p;
 }
@@ -283,7 +288,8 @@ bool try_gemm(const BlasContext& ctx, const GemmSpec& g, cudaStream_t stream) {
     p.supported = false;
     return false;
   }
-  CUBLAS_CHECK(st);
+  GPT_CHECK(st == CUBLAS_STATUS_SUCCESS, "cuda gemm: cublasLtMatmul failed (", cublasLtGetStatusName(st), ") for ",
+            shape_name(g));
   return true;
 }
 

@@ -8,6 +8,9 @@
 //    errors of explicit paths a target lacks.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include <set>
 #include <string>
 #include <vector>
@@ -215,6 +218,18 @@ TEST(AttentionRules, CudnnBefore916TrainsMultiplesOf128) {
                "T is 1000");
   EXPECT_NE(cudnn_attention_sequence_unsupported(129, 91599), "");
   EXPECT_NE(cudnn_attention_sequence_unsupported(2, 90800), "");
+}
+
+// The causal mask's fill follows NVIDIA's frontend: before cuDNN 9.10 the lowest finite float (those versions'
+// softmax prefers it), -infinity from 9.10 on. Either way a masked score's exp, after the row's max is
+// subtracted, is exactly 0 in fp32.
+TEST(AttentionRules, CudnnMaskValueFollowsTheVersion) {
+  for (long long v : {90800LL, 90900LL, 90901LL}) {
+    EXPECT_EQ(cudnn_attention_mask_value(v), -std::numeric_limits<float>::max()) << v;
+    EXPECT_EQ(std::exp(cudnn_attention_mask_value(v) - 10.0f), 0.0f) << v;
+  }
+  for (long long v : {91000LL, 91002LL, 91600LL, 91900LL})
+    EXPECT_EQ(cudnn_attention_mask_value(v), -std::numeric_limits<float>::infinity()) << v;
 }
 
 TEST(AttentionRules, ExplicitPathsATargetLacksAreOneLineErrors) {
