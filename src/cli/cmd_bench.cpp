@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/attention_rules.h"
+#include "src/cli/abort_peers.h"
 #include "src/cli/bench_micro.h"
 #include "src/cli/calibrate.h"
 #include "src/cli/plan_auto.h"
@@ -49,11 +50,12 @@ struct BenchResult {
 };
 
 // Runs 1 warm-up step + o.steps timed steps; median step time.
-static BenchResult bench_once(TrainOptions o, Communicator& world) {
+static BenchResult bench_steps(TrainOptions o, Communicator& world, std::unique_ptr<Trainer>& holder) {
   const int warm = 1;
   o.steps += warm;
   o.quiet = true;
-  Trainer t(o, world);
+  holder = std::make_unique<Trainer>(o, world);
+  Trainer& t = *holder;
   std::vector<double> ms;
   for (int i = 0; i < o.steps; i++) {
     t.backend().ledger().reset_peaks();
@@ -74,6 +76,14 @@ static BenchResult bench_once(TrainOptions o, Communicator& world) {
   r.peak_host_mib = r.peak_host_bytes / 1048576.0;
   r.attention = attention_path_name(t.backend().attention_path());
   r.peak = t.peak();
+  return r;
+}
+
+// bench_steps, ending the job at once when it fails on one of several ranks (abort_peers.h).
+static BenchResult bench_once(const TrainOptions& o, Communicator& world) {
+  std::unique_ptr<Trainer> t;  // held here: a rank failing with peers aborts the job before it is destroyed
+  BenchResult r;
+  run_or_abort_peers(world, [&] { r = bench_steps(o, world, t); });
   return r;
 }
 

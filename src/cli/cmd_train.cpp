@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "src/cli/abort_peers.h"
 #include "src/cli/commands.h"
 #include "src/cli/plan_auto.h"
 #include "src/cli/train_flags.h"
@@ -38,8 +39,11 @@ int cmd_train(int argc, char** argv, Communicator& world) {
     });
   }
   if (plan) apply_plan_auto(f, o, world);
-  Trainer t(o, world);
-  t.run();
+  std::unique_ptr<Trainer> t;  // held here: a rank failing with peers aborts the job before it is destroyed
+  run_or_abort_peers(world, [&] {
+    t = std::make_unique<Trainer>(o, world);
+    t->run();
+  });
   watchdog::stop();
   return 0;
 }

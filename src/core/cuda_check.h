@@ -13,11 +13,43 @@
 
 #include "src/core/check.h"
 
+namespace gpt {
+
+// The errors after which the CUDA context is lost for good (the CUDA runtime's own words for each: "any
+// further CUDA work will return the same error; the process must be terminated and relaunched"): a kernel's
+// illegal or misaligned address, illegal instruction, stack error, bad pc, failed launch, timeout or assert,
+// an error contained by the GPU, an external device's error.
+inline bool cuda_error_is_sticky(cudaError_t e) {
+  switch (e) {
+    case cudaErrorIllegalAddress: case cudaErrorLaunchTimeout: case cudaErrorAssert:
+    case cudaErrorHardwareStackError: case cudaErrorIllegalInstruction: case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace: case cudaErrorInvalidPc: case cudaErrorLaunchFailure:
+    case cudaErrorContained: case cudaErrorExternalDevice:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Whether CUDA_CHECK has met a sticky error in this process: from then on nothing on the device can be waited
+// for or freed, so the cuda backend's frees return at once (a destructor that threw would end the process
+// before the error is printed).
+inline bool& cuda_device_lost() {
+  static bool lost = false;
+  return lost;
+}
+
+}  // namespace gpt
+
 namespace gpt::detail {
 
 [[noreturn]] inline void cuda_fail(cudaError_t e, const char* expr, const char* file, int line) {
-  ::gpt::fail(file, ":", line, ": CUDA error ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ") in ",
-              expr);
+  const bool sticky = cuda_error_is_sticky(e);
+  if (sticky) cuda_device_lost() = true;
+  ::gpt::fail(file, ":", line, ": CUDA error ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ") in ", expr,
+              sticky ? " (a device fault, reported by the first CUDA call after the kernel that caused it: rerun "
+                       "with CUDA_LAUNCH_BLOCKING=1 to name that kernel)"
+                     : "");
 }
 
 #ifdef GPT_WITH_CUDNN

@@ -44,6 +44,7 @@
 #include <utility>
 
 #include "src/backend/cuda/cuda_backend.h"
+#include "src/backend/cuda/device_wait.h"
 #include "src/backend/cuda/stream_clock.h"
 #include "src/core/cuda_check.h"
 #include "src/dist/collective_check.h"
@@ -229,8 +230,14 @@ class NcclCommunicator final : public Communicator {
     const char* kind;   // "all-gather"
     std::string label;  // the engine's unit, or empty
   };
+  // Not event_done: the watchdog asks this while it reports a hang, and an error here must not replace that.
   void drop_finished_flights() {
-    while (!flights_.empty() && cudaEventQuery(flights_.front().done.get()) == cudaSuccess) flights_.pop_front();
+    while (!flights_.empty()) {
+      const cudaError_t q = cudaEventQuery(flights_.front().done.get());
+      if (q == cudaErrorNotReady) cuda::clear_not_ready();
+      if (q != cudaSuccess) return;
+      flights_.pop_front();
+    }
   }
   watchdog::InFlight oldest_in_flight() {
     drop_finished_flights();

@@ -15,6 +15,8 @@
 #endif
 
 #include <array>
+#include <atomic>
+#include <cstdlib>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -329,6 +331,20 @@ void run_grid(dim3 grid, dim3 block, size_t smem, const std::string& site, const
 
 }  // namespace
 
+// GPT_SIMT_FAULT_AT=N: the process's N-th kernel launch faults when it runs, as a GPU kernel's illegal address
+// does: the fault is sticky (every later synchronising call and cudaGetLastError return it), so a test can see
+// what a run does after a device fault. True for that launch.
+bool injected_fault(const std::string& site) {
+  static const long at = [] {
+    const char* s = std::getenv("GPT_SIMT_FAULT_AT");
+    return s ? std::atol(s) : 0L;
+  }();
+  static std::atomic<long> launches{0};
+  if (at <= 0 || ++launches != at) return false;
+  std::fprintf(stderr, "[simt] GPT_SIMT_FAULT_AT=%ld: the kernel launched at %s will fault\n", at, site.c_str());
+  return true;
+}
+
 void launch(const void* kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const char* file, int line,
             std::function<void()> body) {
   try {
@@ -338,6 +354,13 @@ void launch(const void* kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t
     return;
   }
   const std::string site = std::string(file) + ":" + std::to_string(line);
+  if (injected_fault(site)) {
+    enqueue(stream, [site] {
+      state().set_fault(cudaErrorIllegalAddress, "the kernel launched at " + site + " faulted (GPT_SIMT_FAULT_AT)",
+                        true);
+    });
+    return;
+  }
   enqueue(stream, [=, body = std::move(body)] { run_grid(grid, block, smem, site, body); });
 }
 

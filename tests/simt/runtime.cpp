@@ -24,19 +24,22 @@ State& state() {
 
 void State::set_error(cudaError_t e, std::string text) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (sticky_) return;  // a GPU after a sticky fault: every call reports that fault
   last_ = e;
   text_of_ = e;
   text_ = std::move(text);
 }
-void State::set_fault(cudaError_t e, std::string text) {
-  set_error(e, std::move(text));
+void State::set_fault(cudaError_t e, std::string text, bool sticky) {
   std::lock_guard<std::mutex> lock(mu_);
-  fault_ = e;
+  if (sticky_) return;  // the first sticky fault is what every call returns from then on
+  last_ = fault_ = text_of_ = e;
+  text_ = std::move(text);
+  sticky_ = sticky;
 }
 cudaError_t State::take_error() {
   std::lock_guard<std::mutex> lock(mu_);
   const cudaError_t e = last_;
-  last_ = fault_ = cudaSuccess;
+  if (!sticky_) last_ = fault_ = cudaSuccess;
   return e;
 }
 cudaError_t State::fault() {
@@ -162,6 +165,8 @@ const char* cudaGetErrorName(cudaError_t e) {
       return "cudaErrorInvalidValue";
     case cudaErrorIllegalAddress:
       return "cudaErrorIllegalAddress";
+    case cudaErrorNotReady:
+      return "cudaErrorNotReady";
     case cudaErrorLaunchFailure:
       return "cudaErrorLaunchFailure";
     case cudaErrorInvalidConfiguration:
@@ -341,8 +346,11 @@ cudaError_t cudaEventCreate(cudaEvent_t* e) { return simt::event_create(e); }
 cudaError_t cudaEventDestroy(cudaEvent_t e) { return simt::event_destroy(e); }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { return simt::event_record(e, s); }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) { return after_sync(simt::event_synchronize(e)); }
+// "Not ready" is also left as the last error, as the CUDA runtime may leave it (PyTorch clears it after each
+// query that returns it): a program that does not clear it then fails its next launch check here.
 cudaError_t cudaEventQuery(cudaEvent_t e) {
   const cudaError_t q = simt::event_query(e);
+  if (q == cudaErrorNotReady) simt::state().set_error(q, "cudaEventQuery: the event's work has not run yet");
   return q == cudaSuccess ? after_sync(q) : q;
 }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {

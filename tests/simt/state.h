@@ -19,9 +19,10 @@ class State {
  public:
   void set_error(cudaError_t e, std::string text);
   // A fault of running device work (a kernel's): the last error, and also what every synchronising call
-  // returns until cudaGetLastError takes it (a GPU's faults stay for good; here a test may go on after one).
-  void set_fault(cudaError_t e, std::string text);
-  cudaError_t take_error();  // cudaGetLastError: returns the last error and clears it (and the fault)
+  // returns until cudaGetLastError takes it (a GPU's faults stay for good; here a test may go on after one
+  // the emulator found). A sticky fault stays, as a GPU's does: nothing takes it (GPT_SIMT_FAULT_AT).
+  void set_fault(cudaError_t e, std::string text, bool sticky = false);
+  cudaError_t take_error();  // cudaGetLastError: returns the last error and clears it (and a fault not sticky)
   cudaError_t peek_error();
   cudaError_t fault();
   const char* text(cudaError_t e);  // the last error's own text, for that error
@@ -45,6 +46,7 @@ class State {
   std::mutex mu_;
   cudaError_t last_ = cudaSuccess;
   cudaError_t fault_ = cudaSuccess;
+  bool sticky_ = false;
   cudaError_t text_of_ = cudaSuccess;  // the error text_ describes
   std::string text_;
   std::map<const void*, size_t> shared_optin_;

@@ -115,7 +115,7 @@ class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int local_rank) : device_(pick_device(local_rank)) {
     CUDA_CHECK(cudaSetDevice(device_));
-    CUDA_CHECK(cudaStreamCreate(&stream_));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));  // no implicit waits on stream 0
     for (auto& c : copy_) c = std::make_unique<cuda::CopyStream>();
     compute_clock_ = std::make_unique<cuda::EventClock>(stream_);
     trace::bind_clock(trace::kCompute, compute_clock_.get());
@@ -400,6 +400,7 @@ class CudaBackend final : public Backend {
   }
   // Frees wait for queued work first: nothing in flight may still use the block.
   void raw_free(void* p) override {
+    if (cuda_device_lost()) return;  // the context is gone, and its memory with it: nothing to wait for
     synchronize();  // both streams: no op or copy in flight may still use the block
     CUDA_CHECK(cudaFree(p));
     live_allocations_--;
@@ -415,6 +416,7 @@ class CudaBackend final : public Backend {
     return p;
   }
   void raw_free_host(void* p) override {
+    if (cuda_device_lost()) return;
     synchronize();
     CUDA_CHECK(cudaFreeHost(p));
   }

@@ -7,6 +7,14 @@
 
 namespace gpt::cuda {
 
+// Whether the device has passed the record of `e` (cudaEventQuery without blocking). A "not ready" answer is
+// taken back from the runtime's last error, where the runtime may leave it and the next launch's check would
+// read it as that launch's failure; any other error throws.
+bool event_done(cudaEvent_t e);
+// Takes a "not ready" answer back from the runtime's last error (after a cudaEventQuery that returned it);
+// leaves any other error where it is.
+void clear_not_ready();
+
 // Until the device has passed the record of `e`. `what` names the wait in a hang message.
 void wait_event(cudaEvent_t e, const char* what);
 // Until the device has run everything queued on `s` so far.

@@ -66,9 +66,7 @@ uint64_t EventClock::mark() {
 double EventClock::take_time_us(uint64_t m) {
   GPT_CHECK(m >= 1 && m <= events_.size(), "trace: mark ", m, " was not made by this stream's clock");
   cudaEvent_t e = events_[m - 1];
-  const cudaError_t q = cudaEventQuery(e);
-  if (q == cudaErrorNotReady) return -1;
-  CUDA_CHECK(q);
+  if (!event_done(e)) return -1;
   const Anchor& a = anchor(stream_);
   float ms = 0;
   CUDA_CHECK(cudaEventElapsedTime(&ms, a.event, e));

@@ -255,6 +255,9 @@ TEST(SimtStreams, QueriesReturnWhileWorkIsInProgress) {
     EXPECT_EQ(cudaEventQuery(done), cudaErrorNotReady) << "phase " << phase;
     EXPECT_EQ(cudaEventQuery(done), cudaErrorNotReady) << "phase " << phase;
     EXPECT_GE(polls, 2) << "phase " << phase;
+    // "not ready" stays as the last error until taken, as the CUDA runtime may leave it (cuda::event_done takes it)
+    EXPECT_EQ(cudaGetLastError(), cudaErrorNotReady) << "phase " << phase;
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "phase " << phase;
     peer_came = true;
     EXPECT_EQ(cudaEventQuery(done), cudaSuccess) << "phase " << phase;
     float ms = 0;
