@@ -177,6 +177,12 @@ class Graph {
     Desc& op = make(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
     SET_ATTR(op.get(), CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
     SET_ATTR(op.get(), CUDNN_ATTR_OPERATION_RESHAPE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+#if CUDNN_VERSION >= 92200
+    // cuDNN 9.22 added a "logical" reshape mode; ours are views (a transpose by strides, with a dtype change),
+    // which NVIDIA's frontend states explicitly from 9.22 on rather than rely on the default.
+    const cudnnBackendReshapeMode_t mode = CUDNN_RESHAPE_VIEW_ONLY;
+    SET_ATTR(op.get(), CUDNN_ATTR_OPERATION_RESHAPE_MODE, CUDNN_TYPE_RESHAPE_MODE, 1, &mode);
+#endif
     finalize(op.get());
     ops_.push_back(op.get());
   }
