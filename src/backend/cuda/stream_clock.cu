@@ -37,9 +37,14 @@ const Anchor& anchor(cudaStream_t stream) {
 
 }  // namespace
 
+// A base this far back (ms) is replaced by the mark being read: a float keeps its steps under 0.1 us there.
+constexpr float kRebaseMs = 1000.0f;
+
 EventClock::EventClock(cudaStream_t stream, std::function<void()> before_mark)
     : stream_(stream), before_mark_(std::move(before_mark)) {
-  anchor(stream_);
+  const Anchor& a = anchor(stream_);
+  base_ = a.event;
+  base_us_ = a.host_us;
 }
 
 EventClock::~EventClock() {
@@ -67,11 +72,16 @@ double EventClock::take_time_us(uint64_t m) {
   GPT_CHECK(m >= 1 && m <= events_.size(), "trace: mark ", m, " was not made by this stream's clock");
   cudaEvent_t e = events_[m - 1];
   if (!event_done(e)) return -1;
-  const Anchor& a = anchor(stream_);
   float ms = 0;
-  CUDA_CHECK(cudaEventElapsedTime(&ms, a.event, e));
-  free_.push_back(m);
-  return a.host_us + 1000.0 * ms;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, base_, e));
+  const double t = base_us_ + 1000.0 * ms;
+  if (ms < kRebaseMs) {
+    free_.push_back(m);
+  } else {  // m becomes the base; the old base's event (one of ours) is free again
+    if (base_mark_) free_.push_back(base_mark_);
+    base_ = e, base_mark_ = m, base_us_ = t;
+  }
+  return t;
 }
 
 }  // namespace gpt::cuda

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cuda/common.cuh"
+#include "src/backend/cuda/stream_clock.h"
 #include "tests/simt/streams.h"
 #include "tests/simt/test/simt_test.h"
 
@@ -266,6 +267,33 @@ TEST(SimtStreams, QueriesReturnWhileWorkIsInProgress) {
     cudaEventDestroy(start);
     cudaEventDestroy(done);
   }
+}
+
+// The trace's device clock keeps spans exact however far a mark is from the anchor: cudaEventElapsedTime's
+// float milliseconds an hour after it step by 0.25 ms, so measured from the anchor these 7 and 3 us spans
+// would read 0 or 250 us.
+TEST(SimtStreams, TheDeviceClocksSpansStayExactAnHourOn) {
+  Stream s;
+  EventClock clock(s.s);
+  ASSERT_EQ(simt::enqueue(s.s, [] {}, 3.6e9), cudaSuccess);  // an hour of device time
+  std::vector<uint64_t> marks;
+  for (double cost_us : {7.0, 3.0, 2.5e6, 7.0}) {  // the third span, 2.5 s, also moves the base on
+    marks.push_back(clock.mark());
+    ASSERT_EQ(simt::enqueue(s.s, [] {}, cost_us), cudaSuccess);
+  }
+  marks.push_back(clock.mark());
+  CUDA_CHECK(cudaStreamSynchronize(s.s));
+  std::vector<double> t;
+  for (uint64_t m : marks) t.push_back(clock.take_time_us(m));
+  EXPECT_NEAR(t[1] - t[0], 7.0, 0.01);
+  EXPECT_NEAR(t[2] - t[1], 3.0, 0.01);
+  EXPECT_NEAR(t[3] - t[2], 2.5e6, 0.01);
+  EXPECT_NEAR(t[4] - t[3], 7.0, 0.01);
+  // events are reused once read: marking again needs no new one beyond the base
+  const uint64_t again = clock.mark();
+  EXPECT_LE(again, marks.size());
+  CUDA_CHECK(cudaStreamSynchronize(s.s));
+  EXPECT_NEAR(clock.take_time_us(again) - t[4], 0.0, 0.01);
 }
 
 }  // namespace
