@@ -4,21 +4,20 @@
 // replace the real error. One rank unwinds as usual, and main() prints the error after it.
 #pragma once
 #include <cstdio>
-#include <exception>
 
 #include "src/core/check.h"
 #include "src/dist/communicator.h"
 
 namespace gpt {
 
-// Runs fn; on an exception with world > 1, prints it as main() does ("error: ...") and aborts the job. What must
-// not be destroyed first (the Trainer) is held by the caller, outside fn: fn's own locals unwind before this
-// catch.
+// Runs fn; on a gpt::Error with world > 1, prints it as main() does ("error: ...") and aborts the job (other
+// exceptions reach main, whose messages for them are its own). What must not be destroyed first (the Trainer)
+// is held by the caller, outside fn: fn's own locals unwind before this catch.
 template <typename Fn>
 void run_or_abort_peers(Communicator& world, Fn&& fn) {
   try {
     fn();
-  } catch (const std::exception& e) {
+  } catch (const Error& e) {
     if (world.world() == 1) throw;
     std::fprintf(stderr, "error: %s\n", e.what());
     std::fflush(stderr);
