@@ -417,24 +417,13 @@ __global__ void __launch_bounds__(kThreads)
   store_rows<HS, kVecPath>(dqkv + hs.qkv, stride, s.acc0, scale, q0, T);
 }
 
-// Opts a kernel into more than 48 KiB of dynamic shared memory (once per kernel) after checking the device
-// has it.
+// Lets a kernel launch with `bytes` of dynamic shared memory, after checking the device has them.
 template <typename Kernel>
 void allow_smem(Kernel kernel, size_t bytes) {
-  int dev = 0, optin = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  const int optin = shared_memory_optin_limit();
   GPT_CHECK(bytes <= static_cast<size_t>(optin), "--attention fused: needs ", bytes,
             " bytes of shared memory per block, this GPU allows ", optin, " (use --attention simple)");
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-}
-
-// cudaFuncSetAttribute sets the current device's limit only, so the opt-in is remembered per device (this
-// bit of a mask) rather than once per process.
-unsigned long long device_bit() {
-  int dev = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  return 1ull << (dev & 63);
+  allow_dynamic_shared(kernel, bytes);
 }
 
 dim3 tile_grid(int B, int T, int NH) {
@@ -448,9 +437,8 @@ dim3 tile_grid(int B, int T, int NH) {
 // cost registers and spills).
 template <int HS, bool kVecPath>
 void forward_hs(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, cudaStream_t stream) {
-  static unsigned long long ready = 0;  // device_bit()s of the devices opted in
   const size_t smem = forward_smem_bytes<HS>();
-  if (!(ready & device_bit())) allow_smem(fused_forward_kernel<HS, kVecPath>, smem), ready |= device_bit();
+  allow_smem(fused_forward_kernel<HS, kVecPath>, smem);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   GPT_LAUNCH(fused_forward_kernel<HS, kVecPath>, tile_grid(B, T, NH), kThreads, smem, stream, out, lse, qkv, T, NH,
              scale);
@@ -459,13 +447,9 @@ void forward_hs(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, cu
 template <int HS, bool kVecPath>
 void backward_hs(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dv, int B, int T,
                  int NH, cudaStream_t stream) {
-  static unsigned long long ready = 0;  // device_bit()s of the devices opted in
   const size_t smem = backward_smem_bytes<HS>();
-  if (!(ready & device_bit())) {
-    allow_smem(fused_backward_dkdv_kernel<HS, kVecPath>, smem);
-    allow_smem(fused_backward_dq_kernel<HS, kVecPath>, smem);
-    ready |= device_bit();
-  }
+  allow_smem(fused_backward_dkdv_kernel<HS, kVecPath>, smem);
+  allow_smem(fused_backward_dq_kernel<HS, kVecPath>, smem);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   const dim3 grid = tile_grid(B, T, NH);
   GPT_LAUNCH(fused_backward_dkdv_kernel<HS, kVecPath>, grid, kThreads, smem, stream, dqkv, dout, qkv, lse, Dv, T, NH,

@@ -10,6 +10,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <utility>
 
 #include "src/core/check.h"
 #include "src/core/cuda_check.h"
@@ -180,6 +182,39 @@ inline unsigned grid_for(size_t n, int threads) {
 // Rounds a byte count up to 256 so sub-buffers carved from one scratch block stay aligned for cuBLASLt
 // and vector loads.
 inline size_t align_up(size_t bytes) { return (bytes + 255) & ~static_cast<size_t>(255); }
+
+// ---- dynamic shared memory above 48 KiB ---------------------------------------------------------------
+// The most dynamic shared memory a block may opt into on the current device (cached per device).
+inline int shared_memory_optin_limit() {
+  static std::map<int, int> limit;  // device -> bytes
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  auto it = limit.find(dev);
+  if (it == limit.end()) {
+    int bytes = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    it = limit.emplace(dev, bytes).first;
+  }
+  return it->second;
+}
+
+// Lets `kernel` launch with `bytes` of dynamic shared memory on the current device. Above the default 48 KiB
+// that takes cudaFuncSetAttribute, which sets the current device's limit only: so once per kernel, device and
+// larger size. The caller checks `bytes` against shared_memory_optin_limit() first, with its own advice.
+inline void allow_dynamic_shared(const void* kernel, size_t bytes) {
+  if (bytes <= 48u * 1024) return;
+  static std::map<std::pair<const void*, int>, size_t> allowed_of;  // (kernel, device) -> bytes allowed
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  size_t& allowed = allowed_of[{kernel, dev}];
+  if (bytes <= allowed) return;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  allowed = bytes;
+}
+template <typename... P>
+void allow_dynamic_shared(void (*kernel)(P...), size_t bytes) {
+  allow_dynamic_shared(reinterpret_cast<const void*>(kernel), bytes);
+}
 
 // ---- element-wise maps over bf16 buffers ------------------------------------------------------------
 // out[i] = op(a[i], b[i]) for i < n, in fp32, rounded once to bf16 (b null: op gets 0). With `vec` (out, a, b

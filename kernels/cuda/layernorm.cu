@@ -195,45 +195,17 @@ __global__ void layernorm_backward_reduce_kernel(float* dw, float* db, const flo
   }
 }
 
-constexpr int kMaxDevices = 64;  // devices one process may use, for the per-device caches below
-
-int current_device() {
-  int dev = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  GPT_CHECK(dev >= 0 && dev < kMaxDevices, "cuda layernorm_backward: device ", dev, " beyond ", kMaxDevices);
-  return dev;
-}
-
-// The largest dynamic shared memory a block of the current device may opt into (cached per device).
-int smem_optin_limit() {
-  static int limit[kMaxDevices] = {};
-  const int dev = current_device();
-  if (limit[dev] == 0) CUDA_CHECK(cudaDeviceGetAttribute(&limit[dev], cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  return limit[dev];
-}
-
-// Raises a kernel's dynamic shared-memory limit on the current device to `bytes` when above the default 48 KiB
-// (once per device and size: the attribute is a property of the kernel on each device).
-template <typename Kernel>
-void allow_smem(Kernel kernel, size_t bytes, int (&granted)[kMaxDevices]) {
-  int& g = granted[current_device()];
-  if (bytes <= 48u * 1024 || static_cast<int>(bytes) <= g) return;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  g = static_cast<int>(bytes);
-}
-
 template <bool kAccumulate, bool kVecPath>
 void launch_backward(bf16* dinp, float* dw, float* db, const bf16* dout, const bf16* inp, const bf16* w,
                      const float* mean, const float* rstd, int N, int C, void* scratch, cudaStream_t stream) {
-  static int granted[kMaxDevices] = {};  // per instantiation and device
   GPT_CHECK(N > 0 && C > 0, "cuda layernorm_backward: needs N > 0 rows of C > 0 channels, got N=", N, " C=", C);
   const size_t per_warp = static_cast<size_t>(2) * kVec * ceil_div(C, kVec) * sizeof(float);
-  const int warps = static_cast<int>(std::min<size_t>(kBwdWarps, smem_optin_limit() / per_warp));
+  const int warps = static_cast<int>(std::min<size_t>(kBwdWarps, shared_memory_optin_limit() / per_warp));
   GPT_CHECK(warps >= 1, "cuda layernorm_backward: C=", C, " needs ", per_warp,
-            " bytes of shared memory per warp, more than this GPU allows a block (", smem_optin_limit(), ")");
+            " bytes of shared memory per warp, more than this GPU allows a block (", shared_memory_optin_limit(), ")");
   const size_t smem = per_warp * warps;
   auto kernel = layernorm_backward_rows_kernel<kAccumulate, kVecPath>;
-  allow_smem(kernel, smem, granted);
+  allow_dynamic_shared(kernel, smem);
   const int blocks = static_cast<int>(std::min<size_t>(kBlocks, ceil_div(N, kBwdWarps)));
   const int rows_per_block = static_cast<int>(ceil_div(N, blocks));
   float* partials = static_cast<float*>(scratch);  // (blocks, 2, C)

@@ -75,9 +75,9 @@ int cmd_plan(int argc, char** argv, Communicator& world) {
   rq.pins = parse_plan_pins(f);
   const bool json = f.on("--json");
   f.finish();
-  // `this` machine: its GPU's datasheet where one is visible, else its cpu calibration
-  const HardwareSpec hw =
-      load_hardware(hardware_flag_file(hw_path, world, resolve_device("auto"), rq.base.world, rq.threads_per_rank));
+  // `this` machine: its GPU's datasheet where one is visible, else its cpu calibration (a file asks no device)
+  const DeviceKind here = hw_path == "this" ? resolve_device("auto") : DeviceKind::cpu;
+  const HardwareSpec hw = load_hardware(hardware_flag_file(hw_path, world, here, rq.base.world, rq.threads_per_rank));
   rq.hw = &hw;
   const bool gpu = hw.kind == "gpu";
   rq.base.compute = gpu ? DType::BF16 : DType::F32;
