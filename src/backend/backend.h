@@ -52,18 +52,8 @@ class Backend {
   virtual void host_write(void* dst /*alloc_host*/, const void* src, size_t bytes);
   virtual MemoryLedger& ledger() { return ledger_; }
   const MemoryLedger& ledger() const { return const_cast<Backend*>(this)->ledger(); }
-  // The ledger's device total against the driver's count (cuda); empty where there is no driver (cpu).
-  virtual std::optional<DriverMemory> driver_memory() const { return std::nullopt; }
-  // The device's peak FLOP/s for MFU: cpu measures an sgemm in bursts spread over ~0.8 s (once per backend,
-  // on the first call), cuda names the GPU's dense bf16 peak (src/backend/peak_flops.h).
-  virtual PeakFlops peak_flops() const = 0;
-  // A fresh measurement of the peak, taken when a step ran faster than it (src/runtime/mfu_meter.h); cpu
-  // measures again over a longer span and keeps the better of the two for peak_flops(). A named figure
-  // (cuda's datasheet peak) has nothing to measure: the default returns peak_flops().
-  virtual PeakFlops remeasure_peak_flops() { return peak_flops(); }
-  // Bytes the device can still give (cudaMemGetInfo's free on cuda); -1 where the device domain is host
-  // memory (cpu), for the pre-flight check.
-  virtual int64_t device_memory_free() const { return -1; }
+  // The device as the run's reports and checks measure it (peak FLOP/s, driver memory): device_info.h.
+  virtual DeviceInfo& device_info() const = 0;
   // Reserves the scratch that ops with temporaries need for the largest shapes a model runs (attention at
   // B, T, C, NH on the chosen path, whose cuDNN plans are built here on the cudnn path; layernorm backward
   // over B*T rows of C; the bias gradient of a matmul with up to max_bias_oc output channels), tagged

@@ -24,12 +24,9 @@ void* aligned_alloc64(size_t bytes) {
 float* f(void* p) { return static_cast<float*>(p); }
 const float* f(const void* p) { return static_cast<const float*>(p); }
 
-class CpuBackend : public Backend {
+// This CPU's peak: its sgemm rate, measured on the first request and kept (peak_flops.h).
+class CpuDeviceInfo : public DeviceInfo {
  public:
-  ~CpuBackend() override = default;
-  std::string name() const override { return "cpu"; }
-  DeviceKind kind() const override { return DeviceKind::cpu; }
-  DType compute_dtype() const override { return DType::F32; }
   PeakFlops peak_flops() const override {
     if (!peak_) peak_ = measure_cpu_peak_flops(kStartupPeak);
     return *peak_;
@@ -39,6 +36,18 @@ class CpuBackend : public Backend {
     if (!peak_ || fresh.flops > peak_->flops) peak_ = fresh;
     return fresh;
   }
+
+ private:
+  mutable std::optional<PeakFlops> peak_;  // the calibration, run on the first peak_flops()
+};
+
+class CpuBackend : public Backend {
+ public:
+  ~CpuBackend() override = default;
+  std::string name() const override { return "cpu"; }
+  DeviceKind kind() const override { return DeviceKind::cpu; }
+  DType compute_dtype() const override { return DType::F32; }
+  DeviceInfo& device_info() const override { return info_; }
 
   void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
   void copy_d2d(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
@@ -154,7 +163,7 @@ class CpuBackend : public Backend {
   void raw_free_host(void* p) override { std::free(p); }
 
  private:
-  mutable std::optional<PeakFlops> peak_;  // the calibration, run on the first peak_flops()
+  mutable CpuDeviceInfo info_;  // its peak, measured on the first peak_flops()
 };
 
 // The CPU kernels on another backend's host memory (see make_host_backend).

@@ -1,8 +1,11 @@
 // What a backend says about its device, beside the ops: which kind of device it is, the peak FLOP/s that
-// MFU is measured against, and its memory as the driver counts it. Plain data, so that the layers above
-// (runtime, train) decide and report by these instead of testing backend names or build flags.
+// MFU is measured against, and its memory as the driver counts it. A backend answers through DeviceInfo
+// (Backend::device_info), a small interface beside the compute one, so that measurement concerns stay out
+// of the ops; the layers above (runtime, train) decide and report by these instead of testing backend names
+// or build flags.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +39,24 @@ struct DriverMemory {
   // beyond the ledger. comm_buffers: a device communicator (NCCL) holds buffers the driver counts too, so
   // only the difference is shown, without the warning.
   std::vector<std::string> lines(int rank, bool comm_buffers) const;
+};
+
+// A backend's device, as the run's reports and checks measure it.
+class DeviceInfo {
+ public:
+  virtual ~DeviceInfo() = default;
+  // The device's peak FLOP/s for MFU: cpu measures an sgemm in bursts spread over ~0.8 s (once, on the first
+  // call), cuda names the GPU's dense bf16 peak (src/backend/peak_flops.h).
+  virtual PeakFlops peak_flops() const = 0;
+  // A fresh measurement of the peak, taken when a step ran faster than it (src/runtime/mfu_meter.h); cpu
+  // measures again over a longer span and keeps the better of the two for peak_flops(). A named figure
+  // (cuda's datasheet peak) has nothing to measure: the default returns peak_flops().
+  virtual PeakFlops remeasure_peak_flops() { return peak_flops(); }
+  // The ledger's device total against the driver's count (cuda); empty where there is no driver (cpu).
+  virtual std::optional<DriverMemory> driver_memory() const { return std::nullopt; }
+  // Bytes the device can still give (cudaMemGetInfo's free on cuda); -1 where the device domain is host
+  // memory (cpu), for the pre-flight check.
+  virtual int64_t device_memory_free() const { return -1; }
 };
 
 }  // namespace gpt

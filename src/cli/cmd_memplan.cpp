@@ -8,6 +8,7 @@
 #include "src/cli/attention_plan.h"
 #include "src/cli/flags.h"
 #include "src/cli/plan_auto.h"
+#include "src/cli/sharding_flags.h"
 #include "src/cli/time_report.h"
 #include "src/cli/train_flags.h"
 #include "src/core/check.h"
@@ -220,16 +221,13 @@ int cmd_memplan(int argc, char** argv, Communicator& world) {
   for (const char* flag : {"--train", "--val"})  // read only for their tokenizer record, but they must name shards
     if (f.has(flag)) glob_files(f.str(flag, ""), flag);
   in.world = f.i32("--world", world.world(), 1, 1 << 20);
-  in.fsdp.strategy = FsdpOptions::parse_strategy(f.str("--shard", "full"));
-  in.fsdp.shard_group = f.i32("--shard-group", 0, 0, 1 << 20);
-  in.fsdp.gather_slots = f.i32("--gather-slots", 2, 1, 64);
-  in.fsdp.no_sync = f.on("--no-sync");
-  const OffloadSet off = OffloadSet::parse(f.str("--offload", "none"));
-  in.fsdp.offload = off.states;
-  in.offload_activations = off.activations;
-  in.fsdp.reduce_dtype = FsdpOptions::parse_reduce_dtype(f.str("--reduce-dtype", "fp32"));
-  in.recompute = RecomputePolicy::parse(f.str("--recompute", "none"));
-  in.wrap = WrapPolicy::parse(f.str("--wrap", "block"));
+  const ShardingFlags sharding = parse_sharding_flags(f);
+  in.fsdp = sharding.fsdp;
+  in.offload_activations = sharding.offload_activations;
+  in.recompute = sharding.recompute;
+  in.wrap = sharding.wrap;
+  GPT_CHECK(in.fsdp.engine == EngineKind::full, "gpt memplan: --engine naive is not planned (the plans are the full ",
+            "engine's; the naive one never holds more)");
   in.B = f.i32("-B", 4, 1, 1 << 20);
   in.T = f.i32("-T", 64, 1, 1 << 20);
   const DeviceKind device = resolve_device(f.str("--device", "cpu"));

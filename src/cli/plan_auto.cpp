@@ -114,6 +114,7 @@ bool plan_auto_requested(Flags& f) {
 }
 
 void apply_plan_auto(Flags& f, TrainOptions& o, Communicator& world) {
+  GPT_CHECK(o.fsdp.engine == EngineKind::full, "--engine naive: --plan auto plans the full engine's levers; drop one");
   const DeviceKind dev = resolve_device(o.device);
   std::string hw_path = f.str("--hardware", "");
   PlanRequest rq;

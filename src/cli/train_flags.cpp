@@ -2,8 +2,8 @@
 #include "src/cli/train_flags.h"
 
 #include "kernels/attention_rules.h"
+#include "src/cli/sharding_flags.h"
 #include "src/core/check.h"
-#include "src/fsdp/offload_set.h"
 #include "src/io/model_file.h"
 #include "src/io/token_record.h"
 #include "src/io/tokenizer.h"
@@ -35,6 +35,10 @@ const char* kTrainFlagsHelp =
     "                       1/sqrt(fan-in) rule, GPT-2's own std at C = 768; small models train steadier\n"
     "sharding and memory:\n"
     "  --device cpu|cuda|auto        --shard full|grad_op|none|hybrid (full)  --shard-group G\n"
+    "  --engine full|naive  the sharding engine (full): naive gathers and reduces each unit waiting for it, no\n"
+    "                       prefetch or overlap (for reading, and the reference the full engine matches bit for\n"
+    "                       bit); it takes --shard full, grad_op or none, and no --offload of states, --no-sync,\n"
+    "                       --reduce-dtype bf16 or --gather-slots\n"
     "  --gather-slots K (2)  gather slots for the non-root units: the unit in use + K-1 gathered ahead of it\n"
     "                       (K = 1: no prefetch); each costs the largest non-root unit, padded, in the compute dtype\n"
     "                       (grad_op: one slot per unit, K only sets how far ahead forward gathers)\n"
@@ -172,18 +176,11 @@ TrainOptions parse_train_flags(Flags& f, const std::string& default_config) {
             o.device, "'");
   o.attention = f.str("--attention", "auto");
   check_attention_flag(o.attention);
-  o.fsdp.strategy = FsdpOptions::parse_strategy(f.str("--shard", "full"));
-  o.fsdp.shard_group = f.i32("--shard-group", 0, 0, 1 << 20);
-  GPT_CHECK(o.fsdp.strategy == ShardStrategy::hybrid || o.fsdp.shard_group == 0, "--shard-group is only for --shard hybrid");
-  GPT_CHECK(o.fsdp.strategy != ShardStrategy::hybrid || o.fsdp.shard_group > 0, "--shard hybrid needs --shard-group G");
-  o.fsdp.gather_slots = f.i32("--gather-slots", 2, 1, 64);
-  o.fsdp.no_sync = f.on("--no-sync");
-  const OffloadSet off = OffloadSet::parse(f.str("--offload", "none"));
-  o.fsdp.offload = off.states;
-  o.offload_activations = off.activations;
-  o.fsdp.reduce_dtype = FsdpOptions::parse_reduce_dtype(f.str("--reduce-dtype", "fp32"));
-  o.recompute = RecomputePolicy::parse(f.str("--recompute", "none"));
-  o.wrap = WrapPolicy::parse(f.str("--wrap", "block"));
+  const ShardingFlags sharding = parse_sharding_flags(f);
+  o.fsdp = sharding.fsdp;
+  o.offload_activations = sharding.offload_activations;
+  o.recompute = sharding.recompute;
+  o.wrap = sharding.wrap;
   GPT_CHECK(o.recompute.mode != RecomputePolicy::Mode::every || o.recompute.every_k <= o.model.num_layers,
             "--recompute every:", o.recompute.every_k, " exceeds the model's ", o.model.num_layers, " layers");
   o.val_every = f.i32("--val-every", 0, 0, 1 << 30);

@@ -1,8 +1,12 @@
-// FsdpEngine: the shard groups, the three parts (states, parameter side, gradient side) wired together, the
-// step's call order and its checks, and whole-unit transfers used by init, load, checkpoints and export.
+// FsdpEngine: the shard groups, the parts chosen for the geometry and wired together, the step's moments and
+// their checks, and whole-unit transfers used by init, load, checkpoints and export.
 #include "src/fsdp/engine.h"
 
 #include "src/core/check.h"
+#include "src/fsdp/grad_nosync.h"
+#include "src/fsdp/grad_side.h"
+#include "src/fsdp/param_side.h"
+#include "src/fsdp/resident.h"
 #include "src/util/trace.h"
 
 namespace gpt {
@@ -30,8 +34,9 @@ FsdpEngine::FsdpEngine(Backend& be, Communicator& world, const Layout& layout, c
       replica_comm_(world.split_strided(shard_comm_->world())),
       geo_(unit_sizes(layout_), world.world(), shard_comm_->rank(), opt, be.compute_dtype()),
       store_(be_, layout_, geo_),
-      params_(be_, *shard_comm_, layout_, geo_, store_, [this] { trace_counters(); }),
-      grads_(be_, *shard_comm_, *replica_comm_, layout_, geo_, store_, params_, [this] { trace_counters(); }) {}
+      order_(layout_),
+      params_(choose_param_supply()),
+      grads_(choose_grad_sink()) {}
 
 FsdpEngine::~FsdpEngine() {
   try {
@@ -40,38 +45,66 @@ FsdpEngine::~FsdpEngine() {
   }
 }
 
+// ---- the parts, chosen once ---------------------------------------------------------------------------
+
+// One rank's own buffers when there is nothing to gather (G = 1 and the states on the device); else the
+// gather side over the source of its input.
+std::unique_ptr<ParamSupply> FsdpEngine::choose_param_supply() {
+  if (geo_.resident_params()) return std::make_unique<ResidentParams>(geo_, store_);
+  source_ = make_shard_source(be_, layout_, geo_, store_);
+  return std::make_unique<ParamSide>(be_, *shard_comm_, layout_, geo_, store_.buffers(), *source_,
+                                     [this] { trace_counters(); });
+}
+
+// Straight into the grad shards when there is nothing to reduce (one rank, no offload); else the gradient
+// slots, reducing every micro-step or (--no-sync) the last one only.
+std::unique_ptr<GradSink> FsdpEngine::choose_grad_sink() {
+  if (geo_.direct_grads) return std::make_unique<DirectGrads>(store_);
+  auto reducer = make_grad_reducer(be_, *shard_comm_, *replica_comm_, layout_, geo_);
+  auto changed = [this] { trace_counters(); };
+  if (geo_.opt.no_sync) return std::make_unique<NoSyncGrads>(be_, layout_, geo_, store_, std::move(reducer), changed);
+  return std::make_unique<GradSide>(be_, layout_, geo_, store_, std::move(reducer), changed);
+}
+
 // ---- ParamSource ------------------------------------------------------------------------------------
 
 const void* FsdpEngine::acquire(int u, Pass pass) {
   if (pass == Pass::backward) store_.check_trains("a backward");
-  return params_.acquire(u, pass);
+  order_.acquire(u, pass);
+  return params_->acquire(u, pass);
 }
 
-void FsdpEngine::release(int u, Pass pass) { params_.release(u, pass); }
-float* FsdpEngine::grad_buffer(int u) { return grads_.grad_buffer(u); }
-void FsdpEngine::grad_ready(int u) { grads_.grad_ready(u); }
+void FsdpEngine::release(int u, Pass pass) {
+  order_.release(u, pass);
+  params_->release(u, pass);
+}
+
+float* FsdpEngine::grad_buffer(int u) {
+  const bool opens = order_.grad_buffer(u);
+  return grads_->grad_buffer(u, opens);
+}
+
+void FsdpEngine::grad_ready(int u) {
+  order_.grad_ready(u);
+  grads_->grad_ready(u);
+}
 
 // ---- the step -----------------------------------------------------------------------------------------
 
 void FsdpEngine::check_quiet(const char* what) const {
-  for (int u = 0; u < num_units(); u++) {
-    params_.check_not_held(u, what);
-    grads_.check_closed(u, what);
-  }
-  grads_.check_none_in_flight(what);
+  order_.check_quiet(what);
+  GPT_CHECK(!grads_->in_flight(), "fsdp: ", what, " while gradient reductions are in flight (finish_backward first)");
 }
 
 void FsdpEngine::begin_step() {
   store_.check_trains("begin_step");
   check_quiet("begin_step");
-  params_.free_all();  // what eval or sample left gathered: a step starts fully sharded
+  params_->free_all();  // what eval or sample left gathered: a step starts fully sharded
   store_.zero_grads();
 }
 
-void FsdpEngine::begin_micro_step(bool last_micro_step) { grads_.begin_micro_step(last_micro_step); }
-
 void FsdpEngine::finish_backward() {
-  grads_.finish();
+  grads_->finish();
   store_.wait_host_copies();  // no copy still reads a host shard the optimizer is about to write
 }
 
@@ -82,17 +115,17 @@ double FsdpEngine::grad_sumsq() {
   return geo_.group > 1 ? shard_comm_->all_reduce_scalar(local, ReduceOp::sum) : local;
 }
 
-void FsdpEngine::update_params(const std::function<void(Backend& states, const ShardSegment&)>& update) {
+void FsdpEngine::update_params(const SegmentUpdate& update) {
   store_.check_trains("update_params");
   check_quiet("update_params");
-  params_.free_all();  // gathered copies of the old parameters
+  params_->free_all();  // gathered copies of the old parameters
   store_.update(update);
 }
 
 void FsdpEngine::trace_counters() {
   if (!trace::on()) return;
-  trace::counter("gathered params in use", params_.bytes_in_use());
-  trace::counter("gradient slots in use", grads_.bytes_in_use());
+  trace::counter("gathered params in use", params_ ? params_->bytes_in_use() : 0);
+  trace::counter("gradient slots in use", grads_ ? grads_->bytes_in_use() : 0);
   const int64_t in_flight = shard_comm_->ledger().in_flight() + replica_comm_->ledger().in_flight();
   trace::counter("comm bytes in flight", (double)in_flight);
 }
@@ -119,12 +152,7 @@ void FsdpEngine::set_unit_from_host(int u, const float* full) {
     write_shard(u, ShardState::param, full);
     return;
   }
-  std::vector<float> mine((size_t)g.shard_numel, 0.0f);
-  for (int64_t i = 0; i < g.shard_numel; i++) {
-    const int64_t at = g.shard_offset + i;
-    if (at < g.numel) mine[i] = full[at];
-  }
-  shard_from_host(u, ShardState::param, mine);
+  ShardingEngine::set_unit_from_host(u, full);
 }
 
 void FsdpEngine::shard_to_host(int u, ShardState which, std::vector<float>& out) { store_.read(u, which, out); }
@@ -138,33 +166,17 @@ void FsdpEngine::shard_from_host(int u, ShardState which, const std::vector<floa
 // New contents for a shard; for the params, a gathered copy of the old ones is dropped and the device copy
 // refreshed.
 void FsdpEngine::write_shard(int u, ShardState which, const float* in) {
+  if (which == ShardState::param) order_.check_not_held(u, "loading parameters");
   store_.write(u, which, in);
   if (which != ShardState::param) return;
-  params_.reload(u);
+  params_->reload(u);
   store_.refresh_device_copy(u);
 }
 
 std::vector<float> FsdpEngine::gather_unit_to_host(int u) {
-  const UnitGeometry& g = geo_.units[u];
-  std::vector<float> mine, full;
+  std::vector<float> mine;
   shard_to_host(u, ShardState::param, mine);
-  if (geo_.group == 1) {
-    full = mine;
-  } else {
-    full.resize((size_t)g.padded);
-    auto* in = static_cast<float*>(be_.alloc(mine.size() * sizeof(float), MemCat::workspace));
-    auto* out = static_cast<float*>(be_.alloc(full.size() * sizeof(float), MemCat::workspace));
-    be_.copy_h2d(in, mine.data(), mine.size() * sizeof(float));
-    be_.synchronize();
-    shard_comm_->set_label(layout_.unit(u).name);
-    shard_comm_->all_gather(out, in, (size_t)g.shard_numel, DType::F32);
-    be_.copy_d2h(full.data(), out, full.size() * sizeof(float));
-    be_.synchronize();
-    be_.free(in);
-    be_.free(out);
-  }
-  full.resize((size_t)g.numel);
-  return full;
+  return gather_shards_to_host(be_, *shard_comm_, geo_.units[u], mine, layout_.unit(u).name);
 }
 
 }  // namespace gpt

@@ -1,14 +1,16 @@
-// The engine's buffers, declared by the parts that use them and allocated in one place. Each part (the
-// states, the parameter side, the gradient side) lists its buffers as rows `f(spec, member)`: the buffer's
-// BufferSpec (its EngineBuffer name, index, domain, ledger category and bytes, under the rule that makes it
-// exist) and the member of the part's record it fills. Those rows are read three ways: EngineGeometry::buffers()
-// lists the specs (what `gpt memplan` sums), EngineBuffers allocates and zeroes exactly that list, and each
-// part binds its members from it by walking its own rows again. So allocation, plan and binding cannot drift.
+// The engine's buffers, declared by the parts that use them and allocated in one place. Each part lists its
+// buffers as rows `f(spec, member)` next to the record they fill: the buffer's BufferSpec (its EngineBuffer
+// name, index, domain, ledger category and bytes, under the rule that makes it exist) and the member of the
+// part's record it fills. The rows are read three ways: engine_buffer_specs() lists the specs (what
+// `gpt memplan` sums), EngineBuffers allocates and zeroes exactly that list, and each part binds its members
+// by walking its own rows again. So allocation, plan and binding cannot drift apart.
 //
-// Adding a buffer: one place, a row in the owning part's list (StateStore::unit_buffers / staging_buffers /
-// grad_slot_buffers, ParamSide::slot_buffers, GradSide::unit_buffers / slot_buffers), next to the member it
-// fills; its EngineBuffer name (geometry.h) is the row's key. The order the lists are walked in, which is the
-// allocation order, is for_each_buffer's (engine_buffers.cpp).
+// Where the rows are, in allocation order (engine_buffers.cpp walks them):
+//   per unit    StateStore::unit_buffers (the fp32 states, device copies), NoSyncGrads::unit_buffers
+//   per slot    ParamSide::slot_buffers (gather slots), ShardUploads::stage_buffers (upload stages)
+//   once        StateStore::staging_buffers
+//   per grad slot  GradSide::slot_buffers, StateStore::grad_slot_buffers (the host copy of a reduction)
+// Adding a buffer: one row in its part's list, keyed by a new EngineBuffer name (geometry.h).
 #pragma once
 #include <map>
 #include <utility>
@@ -18,6 +20,9 @@
 #include "src/fsdp/geometry.h"
 
 namespace gpt {
+
+// The specs of every buffer of a geometry, in allocation order.
+std::vector<BufferSpec> engine_buffer_specs(const EngineGeometry& geo);
 
 // Every buffer of a geometry, allocated once (zeroed: the states start at zero, Adam's m and v must) and
 // freed with it; parts find theirs by the row that declared it.

@@ -1,4 +1,4 @@
-// See geometry.h. buffers() is defined with the parts' buffer lists it reads (engine_buffers.cpp).
+// See geometry.h.
 #include "src/fsdp/geometry.h"
 
 #include <algorithm>
@@ -7,15 +7,19 @@
 
 namespace gpt {
 
-void EngineGeometry::options_check(const FsdpOptions& opt, int world, const char* world_flag) {
-  GPT_CHECK(world >= 1, world_flag, " must be >= 1, got ", world);
+void EngineGeometry::options_check_flags(const FsdpOptions& opt) {
   GPT_CHECK(opt.gather_slots >= 1 && opt.gather_slots <= 64, "--gather-slots must be in [1, 64], got ",
             opt.gather_slots);
   const bool hybrid = opt.strategy == ShardStrategy::hybrid;
   GPT_CHECK(hybrid || opt.shard_group == 0, "--shard-group is only for --shard hybrid");
   GPT_CHECK(!hybrid || opt.shard_group > 0, "--shard hybrid needs --shard-group G");
-  GPT_CHECK(!hybrid || world % opt.shard_group == 0, "--shard-group ", opt.shard_group, " must divide ", world_flag,
-            " ", world);
+}
+
+void EngineGeometry::options_check(const FsdpOptions& opt, int world, const char* world_flag) {
+  GPT_CHECK(world >= 1, world_flag, " must be >= 1, got ", world);
+  options_check_flags(opt);
+  GPT_CHECK(opt.strategy != ShardStrategy::hybrid || world % opt.shard_group == 0, "--shard-group ", opt.shard_group,
+            " must divide ", world_flag, " ", world);
 }
 
 int EngineGeometry::shard_group_size(const FsdpOptions& opt, int world) {

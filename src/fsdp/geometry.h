@@ -1,36 +1,24 @@
 // The FSDP engine's geometry: the shard-group size, each unit's padding and this rank's slice, where the
-// model states live, which paths need no copy, and every buffer the engine allocates, with its domain,
-// ledger category and size. Pure arithmetic over the units' sizes and the options: nothing here allocates.
+// model states live, which one-rank paths need no copy, and how many slots and stages the parts use. Pure
+// arithmetic over the units' sizes and the options: nothing here allocates. The buffers themselves are
+// declared by the parts that use them, a row each, and listed in allocation order by engine_buffer_specs
+// (engine_buffers.h); FsdpEngine allocates exactly that list and `gpt memplan` sums it.
 //
-// It is the one statement of the engine's memory. buffers() lists the rows the engine's parts declare
-// (engine_buffers.h: adding a buffer is one row there, in the part that uses it); FsdpEngine allocates
-// exactly that list (and nothing else), and `gpt memplan` sums the same list, so the two cannot drift apart;
-// the measured test (tests/fsdp/test_memplan_measured.cpp) still holds the ledger equal to the plan byte for
-// byte.
-//
-// The rules, stated once:
+// The rules it computes (each part's header says how it uses them):
 //  - G (the shard group): N for full and grad_op, 1 for none, --shard-group for hybrid. A unit of numel
 //    elements is padded to a multiple of G; rank r of the group owns the contiguous slice r.
 //  - Model states (fp32 master, grad, Adam m and v shards) live on the device, or on the host when offloaded.
-//  - Direct params: fp32 compute, G = 1 and no offload: the model reads the fp32 shards in place (no slot).
-//  - Compute copy: compute dtype other than fp32 (bf16 on cuda), G = 1 and no offload: every unit keeps a
-//    persistent compute-dtype copy of its (whole, since G = 1) parameters, which AdamW writes in the same pass
-//    as the fp32 master (Backend::adamw_update's param_out) and loading refreshes (f32_to_compute); the model
-//    reads it in place. No gather slots, no staging, no conversion per acquire. Its ledger category is
-//    gathered_param: it is what a gather slot would hold (the unit's full parameters in the compute dtype,
-//    what the model reads between acquire and release) and takes the slots' place, while param_shard keeps
-//    meaning the fp32 master, so model states stay 16 bytes per owned parameter. It costs 2 bytes per
-//    parameter instead of the slots' root + K x largest unit (and their staging).
-//  - Direct grads: one rank and no offload: backward accumulates straight into the grad shards.
-//  - Gather slots: [0] the root unit (Layout::root_unit); then K rotating slots sized for the largest other unit
-//    (--gather-slots), or one per non-root unit under grad_op (forward's gather is kept until backward).
-//  - Upload stages (offload params): [0] the root's shard, then one more than the rotating slots sized for the
-//    largest other shard: the upload of a unit runs one unit ahead of its gather (param_side.h).
-//  - Inference (eval, sample): the fp32 param shards only, no gradient or Adam state and no gradient slots.
-//  - Gradient slots: [0] the root's, then 2 rotating ones, each a full-unit fp32 buffer (none with --no-sync,
-//    whose per-unit accumulators take their place), plus the reduce-scatter output (G > 1), the bf16 send and
-//    receive buffers (--reduce-dtype bf16 with more than one rank) and the host copy of the reduced shard
-//    (offload).
+//  - Resident params (G = 1, no offload; resident.h): direct params with fp32 compute, else the compute copy,
+//    a persistent compute-dtype copy of each unit whose ledger category is gathered_param (what a gather slot
+//    would hold, and it takes the slots' place), so param_shard keeps meaning the fp32 master and model
+//    states stay 16 bytes per owned parameter.
+//  - Direct grads (one rank, no offload; resident.h): backward accumulates straight into the grad shards.
+//  - Gather slots: [0] the root unit's (Note [root unit], param_side.h), then K rotating ones sized for the
+//    largest other unit (Note [slot rotation], slot_pool.h), or one per non-root unit under grad_op; none
+//    with resident params.
+//  - Upload stages (offload params): Note [upload window], shard_uploads.h.
+//  - Gradient slots: the root's and 2 rotating ones (none with direct grads or for inference).
+//  - Inference (eval, sample): the fp32 param shards only, no gradient or Adam state.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -50,7 +38,7 @@ struct UnitGeometry {
 };
 
 // Every buffer the engine allocates, by name: the key of its row in the part that declares it
-// (engine_buffers.h). Per-unit buffers are indexed by unit, slot buffers by slot.
+// (engine_buffers.h lists where). Per-unit buffers are indexed by unit, slot buffers by slot.
 enum class EngineBuffer {
   param, grad, adam_m, adam_v,  // (shard) fp32 model states, in the states' domain
   param_dev,                    // (shard) compute dtype: device copy of the param shard (offload optimizer)
@@ -58,8 +46,8 @@ enum class EngineBuffer {
   nosync_acc,                   // (padded) fp32: the unit's --no-sync gradient accumulator
   slot_data,                    // (padded) compute dtype: a gathered unit
   upload_stage,                 // (shard) fp32: a unit's shard uploaded from the host (offload params)
-  slot_stage_c,                 // (shard) compute dtype: the all-gather's input (bf16 compute)
-  refresh_stage,                // (max shard) fp32: staging to refresh param_dev (offload optimizer, bf16)
+  slot_shard_compute,           // (shard) compute dtype: the all-gather's input (bf16 compute)
+  refresh_f32,                  // (max shard) fp32: a host shard uploaded to refresh param_dev (offload optimizer, bf16)
   grad_data,                    // (padded) fp32: a unit's full gradient
   grad_rs_out,                  // (shard) fp32: the reduce-scatter's output (G > 1)
   grad_send_bf16,               // (padded) bf16: the gradient rounded for a bf16 reduction
@@ -85,8 +73,11 @@ class EngineGeometry {
 
   // G for these options at world size N (after options_check).
   static int shard_group_size(const FsdpOptions& opt, int world);
-  // --gather-slots in [1, 64]; --shard-group only with hybrid, and then dividing the world size. `world_flag`
-  // names where the world size came from in messages ("--world" for memplan, "the world size" for a run).
+  // --gather-slots in [1, 64]; --shard-group only with hybrid, and hybrid only with --shard-group: what needs
+  // no world size (the flags are checked so as soon as they are parsed).
+  static void options_check_flags(const FsdpOptions& opt);
+  // options_check_flags, and --shard-group dividing the world size. `world_flag` names where the world size
+  // came from in messages ("--world" for memplan, "the world size" for a run).
   static void options_check(const FsdpOptions& opt, int world, const char* world_flag);
 
   int world = 1;   // N
@@ -112,14 +103,13 @@ class EngineGeometry {
   // Sizes of slot i ([0] root, the others for the largest non-root unit).
   int64_t slot_padded(int i) const { return i == 0 ? units[0].padded : max_padded; }
   int64_t slot_shard(int i) const { return i == 0 ? units[0].shard_numel : max_shard; }
-  // Offload params: [0] the root's upload stage, then rotating_slots + 1 for the others (0 without).
+  // Offload params: [0] the root's upload stage, then rotating_slots + 1 for the others (Note [upload window]).
   int upload_stages() const { return opt.offload == OffloadMode::params ? 2 + rotating_slots : 0; }
   int64_t shard_elems() const;  // parameters this rank owns: the sum of the shards
   int64_t psi() const;          // the model's parameters, unpadded
   // Bytes of model states per owned parameter: fp32 param, grad, Adam m and v (16), or the param alone
   // (inference: 4).
   int64_t state_bytes_per_param() const { return opt.inference ? 4 : 16; }
-  std::vector<BufferSpec> buffers() const;
 };
 
 }  // namespace gpt

@@ -5,6 +5,14 @@
 
 namespace gpt {
 
+EngineKind FsdpOptions::parse_engine(const std::string& s) {
+  if (s == "full") return EngineKind::full;
+  if (s == "naive") return EngineKind::naive;
+  fail("--engine: expected full or naive, got '", s, "'");
+}
+
+const char* FsdpOptions::name(EngineKind e) { return e == EngineKind::naive ? "naive" : "full"; }
+
 ShardStrategy FsdpOptions::parse_strategy(const std::string& s) {
   if (s == "full") return ShardStrategy::full;
   if (s == "grad_op") return ShardStrategy::grad_op;

@@ -25,9 +25,13 @@
 namespace gpt {
 
 enum class ShardStrategy { full, grad_op, none, hybrid };
+// --engine: which engine runs the strategy (sharding_engine.h). naive: NaiveEngine, every collective waited for
+// in full, for reading and as the reference the full engine is held to bit for bit; full: FsdpEngine.
+enum class EngineKind { full, naive };
 enum class OffloadMode { none, optimizer, params };
 
 struct FsdpOptions {
+  EngineKind engine = EngineKind::full;          // --engine
   ShardStrategy strategy = ShardStrategy::full;  // --shard
   int shard_group = 0;     // --shard-group G for hybrid (must divide the world size)
   int gather_slots = 2;    // --gather-slots K: non-root units unsharded at once (current + prefetched)
@@ -38,9 +42,11 @@ struct FsdpOptions {
   // slots), 4 bytes per owned parameter instead of 16; a backward or an optimizer step on it throws.
   bool inference = false;
 
+  static EngineKind parse_engine(const std::string& s);       // throws naming --engine
   static ShardStrategy parse_strategy(const std::string& s);  // throws naming --shard
   static OffloadMode parse_offload(const std::string& s);     // throws naming --offload
   static DType parse_reduce_dtype(const std::string& s);      // throws naming --reduce-dtype
+  static const char* name(EngineKind e);
   static const char* name(ShardStrategy s);
   static const char* name(OffloadMode m);
   static const char* reduce_dtype_name(DType d);  // "fp32" or "bf16", as the flag spells them

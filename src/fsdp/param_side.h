@@ -1,126 +1,100 @@
-// The parameter side of the engine: what the model reads between acquire and release. It gathers a unit's
-// full parameters into a fixed pool of slots (an all-gather of the shards, or a local copy when G = 1; under
-// offload params the shard is first uploaded host -> device), prefetches the units the pass uses next, frees
-// a unit's slot at release, and checks the order the model acquires and releases units in.
+// The gather side of the full engine: the parameters the model reads between acquire and release, for units
+// that are sharded (G > 1) or whose states are offloaded. Four moments, named as in FSDP2:
+//   unshard(u)           start u's all-gather into a gather slot (the slot's rotation: Note [slot rotation],
+//                        slot_pool.h); its input is this rank's shard from the ShardSource (shard_source.h)
+//   wait_for_unshard(u)  wait for it
+//   prefetch_after(u)    start the gathers of the units the pass uses next (Note [prefetch window])
+//   reshard(u)           free u's slot
+// The model's calls map onto them: acquire (pre_forward / pre_backward) unshards u unless it is gathered,
+// waits for it and prefetches after it; release (post_forward / post_backward) reshards u, unless forward's
+// gather is kept for the backward (Note [root unit]; every unit under --shard grad_op).
 //
-// Rules it keeps (docs/sharding.md says the same):
-//  - Root unit (Layout::root_unit, the tied embeddings): used first and last by both passes. It is gathered
-//    once at the start of forward into its own root slot and stays gathered until its gradient is reduced at
-//    the end of backward (FSDP's root-unit rule). So per step it is gathered once, not twice.
-//  - The other units share K gather slots sized for the largest of them (--gather-slots, default 2):
-//    acquiring unit i waits for its gather and starts the gathers of the units after it in the pass, in the
-//    layout's pass order (Layout::pass_order), up to K-1 ahead as slots allow: the unit in use plus K-1 in
-//    flight; K = 1 prefetches nothing (prefetch_after states the rule). grad_op has one slot per non-root
-//    unit (forward's gathers are kept until backward) and K sets only how far ahead forward prefetches.
-//  - Nothing is gathered when G = 1 without offload (EngineGeometry::resident_params): with fp32 compute the
-//    model reads the fp32 shards in place (direct params); with bf16 compute every unit keeps a bf16 copy of
-//    its parameters (the compute copy, StateStore's param_dev) that AdamW writes with the fp32 master, so
-//    acquire returns it at once, with no conversion and no slot.
-//  - Offload params: a unit's shard is uploaded (copy stream) into one of the upload stages one unit ahead
-//    of the gather that reads it: acquiring the unit at position p of the pass uploads the unit at p+K when
-//    G > 1 (whose gather starts at the next acquire), or p+1 when G = 1 (where the "gather" is the conversion
-//    into the slot at its own acquire). The compute stream waits for an upload only where that gather or
-//    conversion is queued, so the copy runs beside the compute queued before it. At G = 1 the shard is
-//    converted straight into the slot (bf16), or in fp32 is the unit itself: the slot and the stage trade
-//    buffers, so nothing is copied twice. Stages are the root's and one more than the rotating slots.
-//  - A pass acquires its units in Layout::pass_order (the first unit of the order starts a new pass) and
-//    releases each before acquiring it again; anything else throws gpt::Error naming the unit.
+// Note [root unit]
+// The tied embeddings (Layout::root_unit) are used first and last by both passes: the token embedding opens
+// forward, the LM head closes forward and opens backward, the encoder's backward closes it. So the root unit
+// is gathered once per step, at the start of forward, into a gather slot of its own (slot 0), and stays
+// gathered until its gradient is reduced at the end of backward (FSDP's root-unit rule); its gradient slot is
+// slot 0 of the gradient side, and its upload stage (offload params) stage 0. It is never prefetched: it has
+// its own slot and is gathered by the first acquire of a step.
 //
-// Adding a buffer: one place, a row in slot_buffers below (see engine_buffers.h).
+// Note [prefetch window]
+// After unit u (position p of the pass's Layout::pass_order) is acquired, the gathers of the units at
+// positions p+1 .. p+K-1 are started (K = --gather-slots), in pass order: the root unit is skipped, so are
+// units already gathered or in flight (grad_op's kept ones, earlier prefetches), and the window stops at the
+// first unit that finds no free slot, so gathers go on the wire in the order they are used. The unit in use
+// holds a slot of its own, so while it computes at most K-1 gathers are in flight beyond it; K = 1 prefetches
+// nothing; at G = 1 there is nothing to overlap (the "gather" is a local copy or conversion). grad_op has one
+// slot per non-root unit and K sets only how far ahead forward prefetches.
+// The window is filled at acquire only, not when release frees a slot: between a release and the next
+// acquire the engine runs nothing a gather could overlap (forward: the next acquire follows at once, and
+// after the last release of the pass only the LM head runs; backward: grad_ready, which only starts the
+// unit's reduction), so a gather started at the release would begin no earlier in useful terms, yet it would
+// go on the wire ahead of that reduction, which the two rotating gradient slots need back within two units.
+// Nor does the window cross into the next pass: a forward does not know whether a backward follows (eval and
+// sample run forwards only).
+//
+// Adding a buffer: one place, a row in slot_buffers below (engine_buffers.h).
 #pragma once
-#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "src/backend/backend.h"
 #include "src/dist/communicator.h"
+#include "src/fsdp/engine_parts.h"
 #include "src/fsdp/geometry.h"
-#include "src/fsdp/state_store.h"
-#include "src/model/layout.h"
+#include "src/fsdp/shard_source.h"
+#include "src/fsdp/slot_pool.h"
 
 namespace gpt {
 
-class ParamSide {
+class ParamSide : public ParamSupply {
  public:
-  struct Slot {
-    void* data = nullptr;        // (slot padded) compute dtype: the gathered unit
-    void* stage_c = nullptr;     // (slot shard) compute dtype: the all-gather's input (bf16 compute)
-    int owner = -1;              // unit in the slot, -1 when free
-  };
-  struct Stage {
-    float* data = nullptr;  // (max shard; [0] the root's shard) fp32: a shard uploaded from the host
-    int owner = -1;         // unit whose upload it holds, -1 when free
-  };
-
   // The rows (engine_buffers.h) of gather slot i ([0] the root's, the others sized for the largest unit).
   template <class F>
   static void slot_buffers(const EngineGeometry& g, int i, F&& f) {
     const int64_t cs = (int64_t)dtype_size(g.compute);
-    const OffloadMode off = g.opt.offload;
     constexpr MemDomain dev = MemDomain::device;
-    f(BufferSpec{EngineBuffer::slot_data, i, dev, MemCat::gathered_param, cs * g.slot_padded(i)}, &Slot::data);
-    if (g.compute != DType::F32 && off != OffloadMode::optimizer && g.group > 1)
-      f(BufferSpec{EngineBuffer::slot_stage_c, i, dev, MemCat::workspace, cs * g.slot_shard(i)}, &Slot::stage_c);
-  }
-  // The rows of upload stage i (offload params: EngineGeometry::upload_stages).
-  template <class F>
-  static void stage_buffers(const EngineGeometry& g, int i, F&& f) {
-    f(BufferSpec{EngineBuffer::upload_stage, i, MemDomain::device, MemCat::host_offload, 4 * g.slot_shard(i)},
-      &Stage::data);
+    f(BufferSpec{EngineBuffer::slot_data, i, dev, MemCat::gathered_param, cs * g.slot_padded(i)}, &GatherSlot::data);
+    if (g.compute != DType::F32 && g.opt.offload != OffloadMode::optimizer && g.group > 1)
+      f(BufferSpec{EngineBuffer::slot_shard_compute, i, dev, MemCat::workspace, cs * g.slot_shard(i)},
+        &GatherSlot::shard_compute);
   }
 
   // `changed` is called whenever slot occupancy changes (the trace's counter tracks).
   ParamSide(Backend& be, Communicator& shard_comm, const Layout& layout, const EngineGeometry& geo,
-            StateStore& store, std::function<void()> changed);
+            const EngineBuffers& buffers, ShardSource& source, std::function<void()> changed);
 
-  const void* acquire(int u, Pass pass);  // the unit's full parameters (compute dtype), valid until release
-  void release(int u, Pass pass);
-  bool held_in(int u, Pass pass) const { return units_[u].held && units_[u].held_pass == pass; }
-  void check_not_held(int u, const char* what) const;  // throws naming `what` when the model holds u
-  void reload(int u);  // u's parameters were rewritten: it must not be held; a gather of the old ones is dropped
-  void free_all();     // every slot freed: all units sharded
-  double bytes_in_use() const;  // gathered parameters in slots
+  const void* acquire(int u, Pass pass) override;
+  void release(int u, Pass pass) override;
+  void reload(int u) override { reshard(u); }
+  void free_all() override;
+  double bytes_in_use() const override;
 
  private:
   enum class State { sharded, gathering, gathered };
-  struct UnitParams {
+  struct UnitGather {
     State state = State::sharded;
-    int slot = -1;       // gather slot while gathering or gathered
-    int stage = -1;      // upload stage holding its uploaded shard (offload params), -1 when none
-    uint64_t upload = 0; // that upload's copy ticket
-    WorkPtr gather_work; // in-flight all-gather
-    bool held = false;   // acquired and not yet released by the model
-    Pass held_pass = Pass::forward;
+    int slot = -1;        // its gather slot while gathering or gathered
+    WorkPtr gather;       // the all-gather in flight
   };
-  static constexpr int kRootSlot = 0;
 
-  bool keeps_after_forward(int u) const;
-  void check_acquire_order(int u, Pass pass);
-  const void* gather_input(int u, Slot& sl);  // this rank's shard in compute dtype, on the device
-  int free_stage() const;                     // a free non-root upload stage, or -1
-  void upload(int u);                         // offload params: u's shard to a free stage, on the copy stream
-  const float* uploaded(int u);               // compute waits for u's upload (issuing it first if need be)
-  void release_stage(int u);
-  void start_gather(int u);
-  void wait_gather(int u);
-  void free_unit(int u);
-  int free_rotating_slot() const;             // a free non-root gather slot, or -1
-  void prefetch_after(int u, Pass pass);      // fills the prefetch windows after an acquire
-  int num_units() const { return (int)units_.size(); }
+  void unshard(int u);
+  void wait_for_unshard(int u);
+  void prefetch_after(int u, Pass pass);
+  void reshard(int u);
+  bool kept_for_backward(int u) const;  // forward's release keeps it (Note [root unit], grad_op)
   const std::string& name(int u) const { return layout_.unit(u).name; }
 
   Backend& be_;
   Communicator& shard_comm_;
   const Layout& layout_;
   const EngineGeometry& geo_;
-  StateStore& store_;
+  ShardSource& source_;
   std::function<void()> changed_;
-  std::vector<UnitParams> units_;
-  std::vector<Slot> slots_;                 // [kRootSlot] the root unit's, the others rotating
-  std::vector<Stage> stages_;               // offload params: [0] the root's, the others any unit's
-  std::vector<std::vector<int>> pass_pos_;  // [pass][unit]: the unit's position in Layout::pass_order
-  int last_pos_[2] = {-1, -1};              // [pass]: position of the last unit acquired in the pass
+  std::vector<UnitGather> units_;
+  std::vector<GatherSlot> slots_;  // [0] the root unit's, the others rotating (SlotPool)
+  SlotPool pool_;
 };
 
 }  // namespace gpt

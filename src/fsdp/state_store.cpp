@@ -40,30 +40,30 @@ void StateStore::add_reduced(int slot, int u, const float* reduced) {
     be_.accumulate_f32(units_[u].grad, reduced, n, (float)geo_.world);
     return;
   }
-  trace::Scope copy(trace::kCopiesD2H, "d2h grad " + name(u), "copy");
-  ReducedCopy& c = copies_[slot];
-  finish_host_grad(c);  // the previous unit's copy out of this slot, before host_rs is overwritten
-  c.d2h = track(be_.copy_d2h_async(c.host_rs, reduced, n * sizeof(float)), true);
-  c.reads_device = true;
-  c.unit = u;  // added on the host later, while the device runs ahead
+  trace::Scope span(trace::kCopiesD2H, "d2h grad " + name(u), "copy");
+  ReducedCopy& copy = copies_[slot];
+  finish_host_grad(copy);  // the previous unit's copy out of this slot, before host_rs is overwritten
+  copy.d2h = track(be_.copy_d2h_async(copy.host_rs, reduced, n * sizeof(float)), true);
+  copy.reads_device = true;
+  copy.unit = u;  // added on the host later, while the device runs ahead
 }
 
-void StateStore::finish_host_grad(ReducedCopy& c) {
-  if (c.unit < 0) return;
-  be_.wait_copy_host(c.d2h);
-  host_->accumulate_f32(units_[c.unit].grad, c.host_rs, (size_t)geo_.units[c.unit].shard_numel, (float)geo_.world);
-  c.unit = -1;
+void StateStore::finish_host_grad(ReducedCopy& copy) {
+  if (copy.unit < 0) return;
+  be_.wait_copy_host(copy.d2h);
+  host_->accumulate_f32(units_[copy.unit].grad, copy.host_rs, (size_t)geo_.units[copy.unit].shard_numel, (float)geo_.world);
+  copy.unit = -1;
 }
 
 void StateStore::finish_host_grads() {
-  for (ReducedCopy& c : copies_) finish_host_grad(c);
+  for (ReducedCopy& copy : copies_) finish_host_grad(copy);
 }
 
 void StateStore::release_copy_source(int slot) {
-  ReducedCopy& c = copies_[slot];
-  if (!c.reads_device) return;
-  be_.wait_copy_device(c.d2h);
-  c.reads_device = false;
+  ReducedCopy& copy = copies_[slot];
+  if (!copy.reads_device) return;
+  be_.wait_copy_device(copy.d2h);
+  copy.reads_device = false;
 }
 
 // Copies of each direction finish in issue order, so waiting for the newest of each covers them all;
@@ -73,7 +73,7 @@ void StateStore::wait_host_copies() {
     if (t) be_.wait_copy_host(t);
     t = 0;
   }
-  for (ReducedCopy& c : copies_) c.reads_device = false;
+  for (ReducedCopy& copy : copies_) copy.reads_device = false;
 }
 
 // param_dev <- param in the compute dtype, whichever rule keeps the copy. Compute copy: one conversion on the
@@ -81,18 +81,18 @@ void StateStore::wait_host_copies() {
 // compute stream only (the next gather reads param_dev on it); the host shard it reads is not written again
 // before the next finish_backward waits for it.
 void StateStore::refresh_device_copy(int u) {
-  UnitStates& s = units_[u];
+  UnitStates& unit = units_[u];
   const size_t n = (size_t)geo_.units[u].shard_numel;
   if (geo_.compute_copy) {
-    be_.f32_to_compute(s.param_dev, s.param, n);
+    be_.f32_to_compute(unit.param_dev, unit.param, n);
     return;
   }
   if (geo_.opt.offload != OffloadMode::optimizer) return;
   if (be_.compute_dtype() == DType::F32) {
-    be_.wait_copy_device(track(be_.copy_h2d_async(s.param_dev, s.param, n * sizeof(float)), false));
+    be_.wait_copy_device(track(be_.copy_h2d_async(unit.param_dev, unit.param, n * sizeof(float)), false));
   } else {
-    be_.wait_copy_device(track(be_.copy_h2d_async(refresh_stage_, s.param, n * sizeof(float)), false));
-    be_.f32_to_compute(s.param_dev, refresh_stage_, n);
+    be_.wait_copy_device(track(be_.copy_h2d_async(refresh_f32_, unit.param, n * sizeof(float)), false));
+    be_.f32_to_compute(unit.param_dev, refresh_f32_, n);
   }
 }
 
@@ -114,20 +114,13 @@ double StateStore::grad_sumsq() {
 
 void StateStore::update(const SegmentUpdate& update) {
   for (int u = 0; u < (int)units_.size(); u++) {
-    UnitStates& s = units_[u];
+    UnitStates& unit = units_[u];
     const UnitGeometry& g = geo_.units[u];
-    const int64_t lo = g.shard_offset, hi = g.shard_offset + g.shard_numel;
-    const std::vector<TensorSpec>& tensors = layout_.unit(u).tensors;
-    for (const TensorSpec& t : tensors) {
-      // Padding past the last tensor has zero grad: it joins the last tensor's segment (any decay keeps 0).
-      const int64_t t_hi = &t == &tensors.back() ? hi : t.offset + t.numel;
-      const int64_t a = std::max(lo, t.offset), b = std::min(hi, t_hi);
-      if (a >= b) continue;
-      const int64_t off = a - lo;
+    for (const SegmentSpan& seg : shard_segments(layout_, u, g.shard_offset, g.shard_numel)) {
+      const int64_t o = seg.offset;
       // The compute copy is written by the update itself, in the same pass over the segment.
-      void* out = geo_.compute_copy ? static_cast<char*>(s.param_dev) + off * (int64_t)be_.compute_size() : nullptr;
-      update(*states_,
-             ShardSegment{s.param + off, out, s.grad + off, s.m + off, s.v + off, (size_t)(b - a), t.weight_decay});
+      void* out = geo_.compute_copy ? static_cast<char*>(unit.param_dev) + o * (int64_t)be_.compute_size() : nullptr;
+      update(*states_, ShardSegment{unit.param + o, out, unit.grad + o, unit.m + o, unit.v + o, (size_t)seg.n, seg.decay});
     }
     if (!geo_.compute_copy) refresh_device_copy(u);
   }
@@ -135,12 +128,12 @@ void StateStore::update(const SegmentUpdate& update) {
 
 float* StateStore::state_ptr(int u, ShardState which) {
   if (which != ShardState::param) check_trains("a gradient or Adam shard");
-  UnitStates& s = units_[u];
+  UnitStates& unit = units_[u];
   switch (which) {
-    case ShardState::param: return s.param;
-    case ShardState::grad: return s.grad;
-    case ShardState::adam_m: return s.m;
-    case ShardState::adam_v: return s.v;
+    case ShardState::param: return unit.param;
+    case ShardState::grad: return unit.grad;
+    case ShardState::adam_m: return unit.m;
+    case ShardState::adam_v: return unit.v;
   }
   fail("fsdp: unknown shard state");
 }

@@ -7,18 +7,18 @@
 //  - The states are reached through one Backend (states()), so no caller branches on where they are.
 //  - Offload copies run on the backend's copy stream, ordered by tickets (events), never by stream syncs: a
 //    unit's upload (upload_param) is waited for by the compute stream only, and only where the gather that
-//    reads it is queued (ParamSide), so it overlaps the compute queued before; a reduced shard's
+//    reads it is queued (ShardUploads), so it overlaps the compute queued before; a reduced shard's
 //    copy to the host (add_reduced) is waited for by the host only when that gradient slot's host buffer is
 //    needed again or at finish_host_grads, and by the compute stream before the slot's device buffers are
 //    rewritten (release_copy_source). Copies of one direction complete in issue order, so waiting for the
-//    newest of each covers all.
+//    newest of each covers all. (The uploads themselves, and their window: shard_uploads.h.)
 //  - Device copies of the params (param_dev) are refreshed by one mechanism, refresh_device_copy, whenever
 //    the fp32 params change by any other way than an update that writes them itself (loading, host AdamW).
 //  - The reduced gradient is divided by the world size as it is added into the grad shard: the average over
-//    ranks, taken once in fp32 (grad_side.h).
+//    ranks, taken once in fp32 (grad_reducer.h says why not in the collective).
 //
-// Adding a buffer: one place, a row in unit_buffers, staging_buffers or grad_slot_buffers below (see
-// engine_buffers.h).
+// Adding a buffer: one place, a row in unit_buffers, staging_buffers or grad_slot_buffers below
+// (engine_buffers.h).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -29,30 +29,10 @@
 #include "src/backend/backend.h"
 #include "src/fsdp/engine_buffers.h"
 #include "src/fsdp/geometry.h"
+#include "src/fsdp/shards.h"
 #include "src/model/layout.h"
 
 namespace gpt {
-
-// The four fp32 shards each rank keeps of a unit.
-enum class ShardState { param, grad, adam_m, adam_v };
-
-// One contiguous run of this rank's shard that one optimizer call updates. Shards are cut at tensor
-// boundaries, so a segment lies in one tensor and takes that tensor's weight decay. Pointers are in the
-// states' memory (device, or host when offloaded), n elements each.
-struct ShardSegment {
-  float* param;
-  // The same n parameters in the compute copy (compute dtype, device), or null when there is none: the update
-  // must write the updated parameters there too (Backend::adamw_update's param_out), or the model reads stale
-  // ones.
-  void* param_out;
-  const float* grad;
-  float* m;
-  float* v;
-  size_t n;
-  bool decay;  // the tensor takes weight decay (matrices and embeddings)
-};
-
-using SegmentUpdate = std::function<void(Backend& states, const ShardSegment&)>;
 
 class StateStore {
  public:
@@ -91,9 +71,9 @@ class StateStore {
   template <class F>
   static void staging_buffers(const EngineGeometry& g, F&& f) {
     if (g.opt.offload == OffloadMode::optimizer && g.compute != DType::F32)
-      f(BufferSpec{EngineBuffer::refresh_stage, 0, MemDomain::device, MemCat::host_offload,
+      f(BufferSpec{EngineBuffer::refresh_f32, 0, MemDomain::device, MemCat::host_offload,
                    4 * std::max(g.max_shard, g.units[0].shard_numel)},
-        &StateStore::refresh_stage_);
+        &StateStore::refresh_f32_);
   }
   template <class F>
   static void grad_slot_buffers(const EngineGeometry& g, int i, F&& f) {
@@ -149,7 +129,8 @@ class StateStore {
   EngineBuffers buffers_;            // every buffer of the engine (declared after host_, which frees some)
   std::vector<UnitStates> units_;
   std::vector<ReducedCopy> copies_;  // [gradient slot]
-  float* refresh_stage_ = nullptr;   // (max shard) fp32 device staging to refresh param_dev (offload optimizer)
+  float* refresh_f32_ = nullptr;     // (max shard) fp32, device: a host param shard uploaded on its way to param_dev
+                                     // (offload optimizer, bf16 compute: the conversion runs on the device)
   uint64_t last_copy_[2] = {0, 0};   // tickets of the newest upload and download (each direction in order)
 };
 

@@ -95,6 +95,10 @@ Layout::Layout(const GPTConfig& cfg, const WrapPolicy& wrap, bool legacy_head) :
   }
   order_[(int)Pass::backward].push_back(root_unit());
   for (int u = num_units() - 1; u > root_unit(); u--) order_[(int)Pass::backward].push_back(u);
+  for (int p = 0; p < 2; p++) {
+    position_[p].assign(num_units(), -1);
+    for (int i = 0; i < (int)order_[p].size(); i++) position_[p][order_[p][i]] = i;
+  }
 }
 
 std::vector<int64_t> Layout::unit_numels() const {

@@ -6,7 +6,7 @@
 //                   fcw fcb fcprojw fcprojb lie together, blocks in layer order
 // The LM head reuses wte (weight tying), so unit 0 is used first and last; the final layernorm, which runs
 // right before the LM head, joins it: on its own it would be a unit of 2C parameters costing two
-// latency-bound collectives per micro-step. See fsdp/ for the root rule.
+// latency-bound collectives per micro-step. The root rule: Note [root unit] in src/fsdp/param_side.h.
 // A legacy layout (checkpoint files of version 2 and earlier) has one block per unit and the final layernorm
 // in a last unit of its own, "head"; it exists to read those files (Layout::locate), never to train.
 // Model files (llm.c format) and checkpoints of another wrap are converted tensor by tensor (locate).
@@ -73,9 +73,8 @@ class Layout {
   const UnitSpec& unit(int u) const { return units_[u]; }
   int embed_unit() const { return 0; }
   // The root unit: the one both passes hold from their first acquire to their last release (the tied
-  // embeddings: the token embedding opens forward, the LM head closes it and opens backward, the encoder's
-  // backward closes that). The engine gives it a gather slot of its own, gathers it once per step and reduces
-  // its gradient last (FSDP's root-unit rule); it learns which unit that is here, never by a unit number.
+  // embeddings). What the engine does with it: Note [root unit] in src/fsdp/param_side.h. The engine learns
+  // which unit it is here, never by a unit number.
   int root_unit() const { return embed_unit(); }
   bool is_root(int u) const { return u == root_unit(); }
   // The unit holding block l, and block l's first element inside it.
@@ -96,6 +95,7 @@ class Layout {
   //   forward:  embed, the block units in layer order    (the final layernorm and the LM head then use embed)
   //   backward: embed (the LM head), the block units in reverse   (then the encoder, with embed again)
   const std::vector<int>& pass_order(Pass pass) const { return order_[(int)pass]; }
+  int pass_position(Pass pass, int u) const { return position_[(int)pass][u]; }  // u's index in pass_order(pass)
   // Tensor `name` of block `layer` (-1: wte, wpe, lnfw, lnfb). Throws when absent.
   TensorPlace locate(const std::string& name, int layer) const;
   // Elements [lo, hi) of unit u of this layout as runs of units of `src`, tensor by tensor, runs contiguous in
@@ -113,6 +113,7 @@ class Layout {
   std::vector<int> layer_unit_;          // [layer]
   std::vector<int64_t> layer_offset_;    // [layer]
   std::vector<int> order_[2];            // [pass]: unit indices
+  std::vector<int> position_[2];         // [pass][unit]: its index in order_[pass]
   std::map<std::pair<int, std::string>, std::pair<int, int>> index_;  // (layer, name) -> (unit, tensor)
 };
 

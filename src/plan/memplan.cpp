@@ -18,6 +18,7 @@
 #include "kernels/attention_rules.h"
 #include "kernels/sizes.h"
 #include "src/core/check.h"
+#include "src/fsdp/engine_buffers.h"
 #include "src/fsdp/geometry.h"
 #include "src/model/activations.h"
 #include "src/model/kv_cache.h"
@@ -81,7 +82,7 @@ namespace {
 
 // What the engine holds: its geometry's buffers.
 void add_engine(Acc& a, const EngineGeometry& geo) {
-  for (const BufferSpec& b : geo.buffers()) a.add(b.domain, b.cat, b.bytes);
+  for (const BufferSpec& b : engine_buffer_specs(geo)) a.add(b.domain, b.cat, b.bytes);
 }
 
 // What one step of the model holds beside the engine: the activations (or the sampler's key/value cache) and

@@ -16,7 +16,7 @@ MemoryAvailable available(const Backend& backend) {
   MemoryAvailable a;
   a.host = h.available;
   a.host_source = h.source;
-  a.device = backend.device_memory_free();
+  a.device = backend.device_info().device_memory_free();
   return a;
 }
 }  // namespace

@@ -64,12 +64,12 @@ PeakFlops mfu_peak(const Backend& backend, double peak_tflops) {
     const std::string file = peak_cache_file();
     if (const std::optional<CachedPeak> e = read_cached_peak(file, this_cpu_peak_key())) return cached_peak_flops(*e, file);
   }
-  return backend.peak_flops();
+  return backend.device_info().peak_flops();
 }
 
 MfuMeter make_mfu_meter(Backend& backend, double peak_tflops, MfuMeter::Report report) {
   MfuMeter::Remeasure again;
-  if (!(peak_tflops > 0)) again = [&backend] { return backend.remeasure_peak_flops(); };
+  if (!(peak_tflops > 0)) again = [&backend] { return backend.device_info().remeasure_peak_flops(); };
   return MfuMeter(mfu_peak(backend, peak_tflops), std::move(again), std::move(report));
 }
 

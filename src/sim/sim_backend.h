@@ -27,6 +27,16 @@ struct SimDevice {
   cuda::CudnnPlanWorkspace cudnn_workspace;  // the cudnn path's plans (counted as memplan counts them)
 };
 
+// The simulated device's peak: the hardware file's (0 for a memory-only plan).
+class SimDeviceInfo : public DeviceInfo {
+ public:
+  explicit SimDeviceInfo(const RankRates* rates) : rates_(rates) {}
+  PeakFlops peak_flops() const override { return {rates_ ? rates_->peak : 0, "the hardware file"}; }
+
+ private:
+  const RankRates* rates_;
+};
+
 class SimBackend : public Backend {
  public:
   // rates: null prices every op at 0 (a memory-only plan).
@@ -41,7 +51,7 @@ class SimBackend : public Backend {
   void free(void* p) override;
   void* alloc_host(size_t bytes, MemCat cat) override;
   void free_host(void* p) override;
-  PeakFlops peak_flops() const override { return {rates_ ? rates_->peak : 0, "the hardware file"}; }
+  DeviceInfo& device_info() const override { return info_; }
   void reserve_workspace(int B, int T, int C, int NH, int max_bias_oc) override;
   std::unique_ptr<Backend> host_side() override;
   void host_write(void*, const void*, size_t) override {}
@@ -117,6 +127,7 @@ class SimBackend : public Backend {
   DeviceKind kind_;
   Timeline& tl_;
   const RankRates* rates_;
+  mutable SimDeviceInfo info_{rates_};
   SimBackend* host_of_ = nullptr;  // the device whose host side this is
   AttentionPath attention_ = AttentionPath::simple;
   cuda::CudnnPlanWorkspace cudnn_ws_;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "src/core/check.h"
-#include "src/fsdp/engine.h"
+#include "src/fsdp/make_engine.h"
 #include "src/model/gpt.h"
 #include "src/plan/collectives.h"
 #include "src/plan/rank_rates.h"
@@ -78,7 +78,8 @@ SimResult simulate_step(const SimRun& r) {
 
   // As the trainer makes them (Trainer::make_model_and_engine).
   GPT model(be, r.run.cfg, r.run.recompute, r.run.wrap, r.run.offload_activations);
-  FsdpEngine engine(be, *world, model.layout(), r.run.fsdp);
+  std::unique_ptr<ShardingEngine> engine_ptr = make_engine(be, *world, model.layout(), r.run.fsdp);
+  ShardingEngine& engine = *engine_ptr;
   model.reserve_workspace(r.run.B, r.run.T);
   ObservedParams params(engine, be, *world);
 

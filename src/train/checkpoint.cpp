@@ -221,7 +221,7 @@ void crash_hook(int64_t step, int unit, int units) {
 
 }  // namespace
 
-std::string save_checkpoint(const std::string& run_dir, FsdpEngine& engine, const TrainProgress& p, int keep) {
+std::string save_checkpoint(const std::string& run_dir, ShardingEngine& engine, const TrainProgress& p, int keep) {
   Communicator& world = engine.world();
   const std::string dir = run_dir + "/" + ckpt_dir_name(p.step);
   collective_check(world, "checkpoint", [&] {
@@ -306,7 +306,7 @@ void verify_checkpoint(const std::string& dir, Communicator& world, const GPTCon
   });
 }
 
-TrainProgress load_checkpoint(const std::string& dir, FsdpEngine& engine, bool verify) {
+TrainProgress load_checkpoint(const std::string& dir, ShardingEngine& engine, bool verify) {
   Communicator& world = engine.world();
   if (verify) verify_checkpoint(dir, world, engine.layout().config());
   std::vector<RankFile> files;

@@ -15,7 +15,7 @@
 
 #include "src/core/rng.h"
 #include "src/dist/communicator.h"
-#include "src/fsdp/engine.h"
+#include "src/fsdp/sharding_engine.h"
 #include "src/io/data_loader.h"
 
 namespace gpt {
@@ -31,14 +31,14 @@ struct TrainProgress {
 
 // Writes <run_dir>/ckpt_<step>/ (collective: every rank calls it). Keeps the newest `keep` complete ones.
 // Returns the directory written.
-std::string save_checkpoint(const std::string& run_dir, FsdpEngine& engine, const TrainProgress& progress,
+std::string save_checkpoint(const std::string& run_dir, ShardingEngine& engine, const TrainProgress& progress,
                             int keep);
 // Newest complete checkpoint directory under run_dir, or "" when there is none.
 std::string find_latest_checkpoint(const std::string& run_dir);
 // Loads a checkpoint into the engine (any world size), verifying manifest checksums and that the model
 // config matches. Throws gpt::Error naming the file on any mismatch.
 // verify = false skips the checksums when verify_checkpoint already ran on this directory.
-TrainProgress load_checkpoint(const std::string& ckpt_dir, FsdpEngine& engine, bool verify = true);
+TrainProgress load_checkpoint(const std::string& ckpt_dir, ShardingEngine& engine, bool verify = true);
 // Collective: the manifest, every file's size and CRC-32, the headers, and the model config against the run's.
 // Throws gpt::Error naming the file on any mismatch (on every rank).
 void verify_checkpoint(const std::string& ckpt_dir, Communicator& world, const GPTConfig& run);

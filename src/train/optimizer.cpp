@@ -3,7 +3,7 @@
 
 namespace gpt {
 
-float adamw_step(FsdpEngine& engine, const OptimizerConfig& cfg, float lr, int step, double grad_norm) {
+float adamw_step(ShardingEngine& engine, const OptimizerConfig& cfg, float lr, int step, double grad_norm) {
   float scale = 1.0f;
   if (cfg.grad_clip > 0 && grad_norm > cfg.grad_clip) scale = (float)(cfg.grad_clip / (grad_norm + 1e-6));
   AdamWParams hp;

@@ -8,7 +8,7 @@
 
 namespace gpt {
 
-TrainStepResult run_train_step(GPT& model, FsdpEngine& engine, ParamSource& params, Communicator& world,
+TrainStepResult run_train_step(GPT& model, ShardingEngine& engine, ParamSource& params, Communicator& world,
                                const TrainStepSpec& spec, const std::function<void(int*, int*)>& next_batch) {
   std::vector<int> inputs((size_t)spec.B * spec.T), targets(inputs.size());  // (B, T) host token ids
   engine.begin_step();

@@ -5,7 +5,7 @@
 #include <functional>
 
 #include "src/dist/communicator.h"
-#include "src/fsdp/engine.h"
+#include "src/fsdp/sharding_engine.h"
 #include "src/model/gpt.h"
 #include "src/model/param_source.h"
 #include "src/train/optimizer.h"
@@ -29,7 +29,7 @@ struct TrainStepResult {
 
 // next_batch(inputs, targets) fills B*T token ids each. `params` is what the model draws its units from: the
 // engine itself, or an observer in front of it (the simulated machine's per-unit accounting).
-TrainStepResult run_train_step(GPT& model, FsdpEngine& engine, ParamSource& params, Communicator& world,
+TrainStepResult run_train_step(GPT& model, ShardingEngine& engine, ParamSource& params, Communicator& world,
                                const TrainStepSpec& spec, const std::function<void(int*, int*)>& next_batch);
 
 }  // namespace gpt

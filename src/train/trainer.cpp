@@ -9,6 +9,7 @@
 
 #include "src/core/check.h"
 #include "src/dist/collective_check.h"
+#include "src/fsdp/make_engine.h"
 #include "src/io/atomic_file.h"
 #include "src/io/model_file.h"
 #include "src/runtime/preflight_run.h"
@@ -66,7 +67,7 @@ MemPlanInput Trainer::plan_input() {
 
 void Trainer::make_model_and_engine() {
   model_ = std::make_unique<GPT>(backend(), opt_.model, opt_.recompute, opt_.wrap, opt_.offload_activations);
-  engine_ = std::make_unique<FsdpEngine>(backend(), *rt_.engine_comm, model_->layout(), opt_.fsdp);
+  engine_ = make_engine(backend(), *rt_.engine_comm, model_->layout(), opt_.fsdp);
   model_->reserve_workspace(opt_.B, opt_.T);  // op scratch, before step 1 (the start-up report shows it)
 }
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "src/dist/communicator.h"
-#include "src/fsdp/engine.h"
+#include "src/fsdp/sharding_engine.h"
 #include "src/io/data_loader.h"
 #include "src/io/tokenizer.h"
 #include "src/model/gpt.h"
@@ -43,7 +43,7 @@ class Trainer {
   void save();                    // checkpoint now (collective)
   void export_model(const std::string& path);  // llm.c model file (collective; rank 0 writes)
 
-  FsdpEngine& engine() { return *engine_; }
+  ShardingEngine& engine() { return *engine_; }
   GPT& model() { return *model_; }
   Backend& backend() { return *rt_.backend; }
   const TrainOptions& options() const { return opt_; }
@@ -81,7 +81,7 @@ class Trainer {
   Communicator& world_;
   Runtime rt_;  // the backend and the engine's communicator (destroyed after the model and the engine)
   std::unique_ptr<GPT> model_;
-  std::unique_ptr<FsdpEngine> engine_;
+  std::unique_ptr<ShardingEngine> engine_;
   std::unique_ptr<DataLoader> train_loader_;
   std::unique_ptr<DataLoader> val_loader_;  // --val, opened and checked at start; each evaluation starts at 0
   std::unique_ptr<Tokenizer> tokenizer_;

@@ -59,7 +59,7 @@ void Trainer::report_memory() {
               mib((int64_t)v[1]), " MiB | device total ", mib((int64_t)v[2]), " MiB | host total ",
               mib((int64_t)v[3]), " MiB (before activations)");
   }
-  const std::optional<DriverMemory> mine = backend().driver_memory();
+  const std::optional<DriverMemory> mine = backend().device_info().driver_memory();
   if (!mine) return;  // every rank runs the same kind of backend: all return here, or none
   for (int r = 0; r < N; r++) {
     double v[4] = {(double)mine->ledger_bytes, (double)mine->workspace_bytes, (double)mine->driver_bytes,

@@ -45,6 +45,24 @@ TEST(BadInput, FlagsThatWouldChangeNothingAreRefused) {
   expect_gpt_error("bench --config d2 -B 1 -T 8 --trace t.json", "gpt bench: --trace has no effect");
 }
 
+// --engine naive (src/fsdp/naive_engine.h) has no code for the full engine's options: each is one line naming
+// the flag, not a run that ignores it; the model's own levers (recompute, activation offload, wrap) run.
+TEST(BadInput, TheNaiveEngineRefusesTheFullEnginesOptions) {
+  const std::string t = std::string(kTiny) + "--steps 1 --train '" + shakespeare_byte_dir() + "/train_*.bin' ";
+  const std::string naive = t + "--engine naive ";
+  expect_gpt_error(t + "--engine fast", "--engine: expected full or naive, got 'fast'");
+  expect_gpt_error(naive + "--shard hybrid --shard-group 1", "--engine naive: --shard hybrid is the full engine's");
+  expect_gpt_error(naive + "--offload params", "--engine naive: --offload params is the full engine's");
+  expect_gpt_error(naive + "--offload optimizer,activations", "--engine naive: --offload optimizer is the full engine's");
+  expect_gpt_error(naive + "--no-sync", "--engine naive: --no-sync is the full engine's");
+  expect_gpt_error(naive + "--reduce-dtype bf16", "--engine naive: --reduce-dtype bf16 is the full engine's");
+  expect_gpt_error(naive + "--gather-slots 2", "--engine naive: --gather-slots is the full engine's");
+  expect_gpt_error(naive + "--plan auto", "--engine naive: --plan auto plans the full engine's levers");
+  expect_gpt_error("memplan --config d2 --engine naive", "gpt memplan: --engine naive is not planned");
+  const CliResult r = run_gpt(naive + "--quiet --recompute full --wrap blocks:2 --offload activations --shard grad_op");
+  EXPECT_EQ(r.code, 0) << r.out;
+}
+
 TEST(BadInput, OutputFilesAreChecked) {
   const std::string dir = scratch_dir(), model = make_model(dir + "/run");
   expect_gpt_error("export --from " + model + " --out " + dir, "--out " + dir + ": is a directory");

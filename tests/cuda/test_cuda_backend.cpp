@@ -56,10 +56,10 @@ TEST(CudaBackend, ReportsItsDevice) {
   if (!gpt::cuda_available()) GTEST_SKIP() << "no CUDA GPU visible";
   auto be = make_backend(DeviceKind::cuda, 0);
   EXPECT_EQ(be->kind(), DeviceKind::cuda);
-  const PeakFlops p = be->peak_flops();
+  const PeakFlops p = be->device_info().peak_flops();
   EXPECT_GT(p.flops, 1e12) << p.source;
   EXPECT_FALSE(p.source.empty());
-  const std::optional<DriverMemory> m = be->driver_memory();
+  const std::optional<DriverMemory> m = be->device_info().driver_memory();
   ASSERT_TRUE(m);
   EXPECT_EQ(m->ledger_bytes, be->ledger().current_total(MemDomain::device));
   EXPECT_GT(m->workspace_bytes, 0);

@@ -8,7 +8,7 @@
 
 #include "src/backend/backend.h"
 #include "src/dist/communicator.h"
-#include "src/fsdp/engine.h"
+#include "src/fsdp/make_engine.h"
 #include "src/model/gpt.h"
 #include "src/train/optimizer.h"
 
@@ -45,14 +45,14 @@ struct ShardedRun {
   Communicator& comm;
   std::unique_ptr<Backend> be;
   std::unique_ptr<GPT> model;
-  std::unique_ptr<FsdpEngine> engine;
+  std::unique_ptr<ShardingEngine> engine;  // the one s.fsdp.engine names
   OptimizerConfig oc;
   int step = 0;  // optimizer steps done
 
   ShardedRun(const RunSpec& s, Communicator& c) : spec(s), comm(c) {
     be = make_backend("cpu");
     model = std::make_unique<GPT>(*be, s.cfg, s.recompute, s.wrap, s.offload_activations);
-    engine = std::make_unique<FsdpEngine>(*be, c, model->layout(), s.fsdp);
+    engine = make_engine(*be, c, model->layout(), s.fsdp);
     const Layout& l = model->layout();
     for (int u = 0; u < l.num_units(); u++) {
       std::vector<float> w((size_t)l.unit(u).numel);

@@ -6,7 +6,7 @@
 // copy, no gather slots) and, as the controls, under --shard full (gathers through slots; at one rank G = 1
 // and the compute copy again), --offload optimizer (the gather input refreshed by refresh_device_copy) and
 // --offload params (staged and converted at each gather).
-// The engine's allocations must be exactly the geometry's buffers() and the plan's (gpt memplan) figures.
+// The engine's allocations must be exactly the geometry's buffers (engine_buffer_specs) and the plan's (gpt memplan) figures.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,6 +18,7 @@
 #include "src/core/check.h"
 #include "src/core/dtype.h"
 #include "src/fsdp/engine.h"
+#include "src/fsdp/engine_buffers.h"
 #include "src/plan/memplan.h"
 #include "src/train/optimizer.h"
 #include "tests/common/tiny_config.h"
@@ -34,7 +35,11 @@ class Bf16EngineBackend final : public Backend {
   std::string name() const override { return "bf16 test"; }
   DeviceKind kind() const override { return DeviceKind::cpu; }
   DType compute_dtype() const override { return DType::BF16; }
-  PeakFlops peak_flops() const override { return PeakFlops{1.0, "none"}; }
+  struct Info : DeviceInfo {
+    PeakFlops peak_flops() const override { return PeakFlops{1.0, "none"}; }
+  };
+  DeviceInfo& device_info() const override { return info_; }
+  mutable Info info_;
 
   void zero(void* p, size_t bytes) override { cpu_->zero(p, bytes); }
   void copy_d2d(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
@@ -210,7 +215,7 @@ TEST(ComputeCopy, AllocationsAreTheGeometryAndThePlan) {
       FsdpEngine e(be, w, layout, o);
       const EngineGeometry& g = e.geometry();
       int64_t listed[kMemDomains][kMemCats] = {};
-      for (const BufferSpec& b : g.buffers()) listed[(int)b.domain][(int)b.cat] += b.bytes;
+      for (const BufferSpec& b : engine_buffer_specs(g)) listed[(int)b.domain][(int)b.cat] += b.bytes;
       MemPlanInput in;
       in.cfg = cfg;
       in.world = w.world();

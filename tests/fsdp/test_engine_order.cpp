@@ -38,7 +38,7 @@ TEST(EngineOrder, PassOrderComesFromTheLayout) {
 TEST(EngineOrder, CallsOutOfOrderThrowNamingTheUnit) {
   for (ShardStrategy st : {ShardStrategy::full, ShardStrategy::none}) {
     ShardedRun run(spec(st), world());
-    FsdpEngine& e = *run.engine;
+    ShardingEngine& e = *run.engine;  // the full engine (RunSpec default), which checks the order
     const std::string what = FsdpOptions::name(st);
     EXPECT_TRUE(has(error_of([&] { e.acquire(2, Pass::forward); }), "acquire(block1, forward) out of order: expected embed"))
         << what;
@@ -60,7 +60,7 @@ TEST(EngineOrder, CallsOutOfOrderThrowNamingTheUnit) {
 // before finish_backward has something in flight to be refused for.
 TEST(EngineOrder, UpdateBeforeFinishBackwardThrows) {
   ShardedRun run(spec(ShardStrategy::full, OffloadMode::optimizer), world());
-  FsdpEngine& e = *run.engine;
+  ShardingEngine& e = *run.engine;
   e.begin_step();
   e.begin_micro_step(true);
   const int B = 12 / world().world(), T = run.spec.T;

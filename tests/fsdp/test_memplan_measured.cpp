@@ -12,6 +12,7 @@
 #include <string>
 
 #include "src/core/check.h"
+#include "src/fsdp/engine.h"
 #include "tests/fsdp/fsdp_run.h"
 #include "tests/fsdp/mpi_world.h"
 #include "src/plan/memplan.h"

@@ -1,7 +1,9 @@
 // The --trace timeline of a real sharded run (a 3-layer d2-shaped model, --shard full): well-formed JSON that
 // Perfetto and chrome://tracing load (an object with "traceEvents"), one process per rank, timestamps
 // monotone per track, balanced B/E events, and the prefetch visible: the gather of block i+1 starts before
-// the forward compute of block i finishes.
+// the forward compute of block i finishes. Beside it the same run on the naive engine (--engine naive), whose
+// every gather is waited for in full: no gather overlaps any compute, and block i+1's starts after block i's
+// forward ends.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -19,6 +21,58 @@
 
 namespace gpt::test {
 namespace {
+
+using Spans = std::map<std::string, std::vector<std::pair<double, double>>>;  // name -> [begin, end) in us
+
+// Rank 0's spans of a trace file, by name.
+Spans rank0_spans(const std::string& path) {
+  JValue doc = parse_json(read_file(path));
+  Spans spans;
+  std::map<int, std::vector<std::string>> open;  // tid -> names begun
+  for (const JValue& e : doc.at("traceEvents").arr) {
+    const std::string ph = e.at("ph").str;
+    if (ph == "M" || ph == "C" || (int)e.at("pid").num != 0) continue;
+    const int tid = (int)e.at("tid").num;
+    if (ph == "B") {
+      open[tid].push_back(e.at("name").str);
+      spans[e.at("name").str].push_back({e.at("ts").num, -1});
+    } else {
+      spans[open[tid].back()].back().second = e.at("ts").num;
+      open[tid].pop_back();
+    }
+  }
+  return spans;
+}
+
+TEST(Trace, NaiveEngineWaitsForEveryGatherInFull) {
+  Communicator& w = world();
+  if (w.world() == 1) GTEST_SKIP() << "one rank has nothing to gather";
+  const std::string dir = random_shard_dir("trace_naive", 97);
+  TrainOptions o = traced_run_options(dir, tiny_config(3, 2, 128, 32, 97));
+  o.fsdp.engine = EngineKind::naive;
+  {
+    Trainer t(o, w);
+    t.run();
+  }
+  if (w.rank() != 0) return;
+  const Spans spans = rank0_spans(o.trace_path);
+  std::vector<std::pair<double, double>> gathers, compute;
+  for (const auto& [name, list] : spans) {
+    if (name.rfind("gather ", 0) == 0) gathers.insert(gathers.end(), list.begin(), list.end());
+    if (name.rfind("forward ", 0) == 0 || name.rfind("backward ", 0) == 0)
+      compute.insert(compute.end(), list.begin(), list.end());
+  }
+  ASSERT_GE(gathers.size(), 2u * 2 * 4);  // 2 steps, 2 passes, 4 units
+  ASSERT_FALSE(compute.empty());
+  for (const auto& g : gathers)
+    for (const auto& c : compute)
+      EXPECT_FALSE(g.first < c.second && c.first < g.second)
+          << "a gather [" << g.first << ", " << g.second << ") overlaps compute [" << c.first << ", " << c.second << ")";
+  for (int i = 0; i < 2; i++) {  // the opposite of the full engine's prefetch below
+    const auto& g = spans.at("gather block" + std::to_string(i + 1));
+    EXPECT_GE(g.front().first, spans.at("forward block" + std::to_string(i)).front().second) << "gather block" << i + 1;
+  }
+}
 
 TEST(Trace, FullShardStepTimelineIsValidAndShowsPrefetch) {
   Communicator& w = world();

@@ -33,19 +33,19 @@ TEST(Backend, KindsByNameAndByLocalRank) {
   EXPECT_EQ(parse_device_kind("cuda"), DeviceKind::cuda);
   EXPECT_THROW(parse_device_kind("auto"), gpt::Error);  // resolved above the backend (src/runtime)
   EXPECT_THROW(make_backend(DeviceKind::cpu, -1), gpt::Error);
-  EXPECT_FALSE(be->driver_memory());  // no driver to ask
+  EXPECT_FALSE(be->device_info().driver_memory());  // no driver to ask
 }
 
 TEST(Backend, CpuPeakIsMeasuredOnceAndKept) {
   auto be = cpu_backend();
-  const PeakFlops p = be->peak_flops();
+  const PeakFlops p = be->device_info().peak_flops();
   EXPECT_GT(p.flops, 0);
   // The source says what was measured and where: the CPU, OpenBLAS's kernels for it, and its threads.
   EXPECT_EQ(p.source.rfind("this CPU's measured fp32 sgemm (", 0), 0u) << p.source;
   EXPECT_NE(p.source.find(openblas_get_corename()), std::string::npos) << p.source;
   EXPECT_NE(p.source.find(str(openblas_get_num_threads(), " threads)")), std::string::npos) << p.source;
-  EXPECT_EQ(be->peak_flops().flops, p.flops);
-  EXPECT_EQ(be->peak_flops().source, p.source);
+  EXPECT_EQ(be->device_info().peak_flops().flops, p.flops);
+  EXPECT_EQ(be->device_info().peak_flops().source, p.source);
 }
 
 TEST(PeakFlops, DatasheetPartsBeforeTheFormula) {

@@ -13,6 +13,7 @@
 #include "src/cli/commands.h"
 #include "src/core/check.h"
 #include "src/dist/comm_world.h"
+#include "src/fsdp/engine_buffers.h"
 #include "src/fsdp/geometry.h"
 #include "src/model/layout.h"
 #include "src/plan/memplan.h"
@@ -200,9 +201,9 @@ TEST(EngineGeometryRules, Bf16ComputeCopyReplacesTheGatherSlots) {
     EXPECT_TRUE(g.resident_params()) << what;
     EXPECT_EQ(g.gather_slots(), 0) << what;
     EXPECT_EQ(g.rotating_slots, 0) << what;
-    const std::vector<BufferSpec> bs = g.buffers();
-    for (EngineBuffer none : {EngineBuffer::slot_data, EngineBuffer::slot_stage_c, EngineBuffer::upload_stage,
-                              EngineBuffer::param_dev, EngineBuffer::refresh_stage})
+    const std::vector<BufferSpec> bs = engine_buffer_specs(g);
+    for (EngineBuffer none : {EngineBuffer::slot_data, EngineBuffer::slot_shard_compute, EngineBuffer::upload_stage,
+                              EngineBuffer::param_dev, EngineBuffer::refresh_f32})
       EXPECT_EQ(count(bs, none), 0) << what << " lists buffer kind " << (int)none;
     int64_t copy_bytes = 0;
     int seen = 0;
@@ -230,9 +231,9 @@ TEST(EngineGeometryRules, Bf16ComputeCopyReplacesTheGatherSlots) {
     FsdpOptions o;
     const EngineGeometry g(numel, 2, 1, o, DType::BF16);
     EXPECT_FALSE(g.compute_copy);
-    EXPECT_EQ(count(g.buffers(), EngineBuffer::compute_copy), 0);
-    EXPECT_EQ(count(g.buffers(), EngineBuffer::slot_data), 3);
-    EXPECT_EQ(count(g.buffers(), EngineBuffer::slot_stage_c), 3);
+    EXPECT_EQ(count(engine_buffer_specs(g), EngineBuffer::compute_copy), 0);
+    EXPECT_EQ(count(engine_buffer_specs(g), EngineBuffer::slot_data), 3);
+    EXPECT_EQ(count(engine_buffer_specs(g), EngineBuffer::slot_shard_compute), 3);
   }
   for (OffloadMode off : {OffloadMode::optimizer, OffloadMode::params}) {
     FsdpOptions o;
@@ -240,8 +241,8 @@ TEST(EngineGeometryRules, Bf16ComputeCopyReplacesTheGatherSlots) {
     o.offload = off;
     const EngineGeometry g(numel, 1, 0, o, DType::BF16);
     EXPECT_FALSE(g.compute_copy) << FsdpOptions::name(off);
-    EXPECT_EQ(count(g.buffers(), EngineBuffer::compute_copy), 0) << FsdpOptions::name(off);
-    EXPECT_EQ(count(g.buffers(), EngineBuffer::slot_data), 3) << FsdpOptions::name(off);
+    EXPECT_EQ(count(engine_buffer_specs(g), EngineBuffer::compute_copy), 0) << FsdpOptions::name(off);
+    EXPECT_EQ(count(engine_buffer_specs(g), EngineBuffer::slot_data), 3) << FsdpOptions::name(off);
   }
   {
     FsdpOptions o;
@@ -249,7 +250,7 @@ TEST(EngineGeometryRules, Bf16ComputeCopyReplacesTheGatherSlots) {
     EXPECT_TRUE(g.direct_params);
     EXPECT_FALSE(g.compute_copy);
     EXPECT_EQ(g.gather_slots(), 0);
-    for (const BufferSpec& b : g.buffers()) EXPECT_NE(b.cat, MemCat::gathered_param) << (int)b.what;
+    for (const BufferSpec& b : engine_buffer_specs(g)) EXPECT_NE(b.cat, MemCat::gathered_param) << (int)b.what;
   }
 }
 

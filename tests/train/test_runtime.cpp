@@ -65,7 +65,7 @@ TEST(Runtime, MfuPeakPrefersTheFlag) {
   EXPECT_EQ(flag.source, "--peak-tflops");
   const PeakFlops own = mfu_peak(*rt.backend, 0);
   EXPECT_GT(own.flops, 0);
-  EXPECT_EQ(own.source, rt.backend->peak_flops().source);
+  EXPECT_EQ(own.source, rt.backend->device_info().peak_flops().source);
   EXPECT_EQ(own.source.rfind("this CPU's measured fp32 sgemm", 0), 0u) << own.source;
 }
 

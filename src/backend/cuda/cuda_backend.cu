@@ -171,7 +171,20 @@ class CudaBackend final : public Backend {
     m.slack_bytes = kCudaAllocGranularity * live_allocations_;
     return m;
   }
-  std::optional<DriverMemory> driver_memory() const override {
+  // The device as the run's reports measure it (device_info.h): the methods below, behind the interface.
+  class Info final : public DeviceInfo {
+   public:
+    explicit Info(const CudaBackend& be) : be_(be) {}
+    PeakFlops peak_flops() const override { return be_.gpu_peak_flops(); }
+    std::optional<DriverMemory> driver_memory() const override { return be_.driver_memory(); }
+    int64_t device_memory_free() const { return be_.device_memory_free(); }
+
+   private:
+    const CudaBackend& be_;
+  };
+  DeviceInfo& device_info() const override { return info_; }
+
+  std::optional<DriverMemory> driver_memory() const {
     const CudaMemoryCheck m = memory_check();
     DriverMemory d;
     d.driver_query = "cudaMemGetInfo";
@@ -181,7 +194,7 @@ class CudaBackend final : public Backend {
     d.explained_bytes = m.slack_bytes + kCodeAllowance;
     return d;
   }
-  PeakFlops peak_flops() const override {
+  PeakFlops gpu_peak_flops() const {
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
     GpuFacts gpu;
@@ -467,7 +480,7 @@ class CudaBackend final : public Backend {
     scratch_bytes_ = bytes;
   }
 
-  int64_t device_memory_free() const override {
+  int64_t device_memory_free() const {
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaSetDevice(device_));
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -506,6 +519,7 @@ class CudaBackend final : public Backend {
   bool reserved_ = false;          // reserve_workspace ran: the scratch may no longer grow
   int64_t live_allocations_ = 0;   // device blocks from raw_alloc not yet freed
   int64_t baseline_in_use_ = 0;    // driver_in_use() at construction
+  mutable Info info_{*this};
 };
 
 }  // namespace
