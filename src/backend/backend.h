@@ -188,6 +188,49 @@ class Backend {
                                    double* loss_sum /*(1) += or null*/, const int* targets /*(N)*/, float dloss,
                                    int N, int V, int Vp) = 0;
 
+  // ---- tensor parallelism: the vocab-parallel embedding and loss, and a bias added after a reduction ------
+  // (src/model/tensor_parallel.h says where the model runs them, and the TP collectives between them.)
+  // The token lookup of one slice of the vocabulary, wte rows [lo, lo + rows): out[i] = wte_rows[tokens[i] - lo]
+  // when the token lies in the slice, else 0, so the sum over the TP group that follows adds exactly one nonzero
+  // row per token. Token ids are checked as encoder_forward checks them (never negative).
+  virtual void embedding_slice_forward(void* out /*(N,C)*/, const int* tokens /*(N)*/,
+                                       const void* wte_rows /*(rows,C)*/, int lo, int rows, int N, int C);
+  // dwte_rows[tokens[i] - lo] += dout[i] for the tokens in the slice, summed in row order (encoder_backward's).
+  virtual void embedding_slice_backward(float* dwte_rows /*(rows,C) +=*/, const void* dout /*(N,C)*/,
+                                        const int* tokens /*(N)*/, int lo, int rows, int N, int C);
+  // The position embedding of n consecutive rows of the (B, T) grid, starting at row `first`:
+  // x[i] += wpe[(first + i) % T]. After embedding_slice_forward over the whole vocabulary (first = 0,
+  // n = B*T) x equals encoder_forward's out bit for bit: the same single addition per element.
+  virtual void position_forward(void* x /*(n,C) +=*/, const void* wpe /*(maxT,C)*/, int first, int n, int T, int C);
+  // dwpe[(first + i) % T] += dout[i], summed in row order.
+  virtual void position_backward(float* dwpe /*(maxT,C) +=*/, const void* dout /*(n,C)*/, int first, int n, int T,
+                                 int C);
+  // A row-parallel product's bias, added once after the reduction of the partial products: x[i] += bias
+  // (rounded once to the compute dtype); and its gradient, the column sums of dout, summed in row order.
+  virtual void bias_forward(void* x /*(N,OC) +=*/, const void* bias /*(OC)*/, int N, int OC);
+  virtual void bias_backward(float* dbias /*(OC) +=*/, const void* dout /*(N,OC)*/, int N, int OC);
+  // The vocab-parallel cross-entropy (Megatron's): this rank's logits (N, Vs) are vocabulary [lo, lo + Vs), of
+  // which the first `valid` columns are real (the rest is vocabulary padding, never in the softmax; valid may be
+  // 0). Three passes, with reductions over the TP group between them, so no rank holds all (N, Vp) logits:
+  //   classifier_slice_stats     maxes[i] = the max of row i's valid columns (-inf when there are none);
+  //                              target[i] = the target's logit when it lies in the slice, else 0
+  //                                -> max over the group of maxes, sum over the group of target
+  //   classifier_slice_sumexp    sums[i] = the sum of exp(logit - maxes[i]) over row i's valid columns
+  //                                -> sum over the group of sums
+  //   classifier_slice_backward  losses[i] = log(sums[i]) + maxes[i] - target[i]; loss_sum (one fp64, when not
+  //                              null) += the N losses summed in row order; when logits_to_dlogits is not null,
+  //                              its logits are overwritten with dloss * (exp(logit - maxes[i]) / sums[i] - [the
+  //                              column is the target]), 0 in the padding columns
+  // Targets are checked to lie in [0, V), V the whole vocabulary (classifier_forward's message).
+  virtual void classifier_slice_stats(float* maxes /*(N)*/, float* target /*(N)*/, const void* logits /*(N,Vs)*/,
+                                      const int* targets /*(N)*/, int lo, int valid, int N, int Vs, int V);
+  virtual void classifier_slice_sumexp(float* sums /*(N)*/, const void* logits /*(N,Vs)*/, const float* maxes /*(N)*/,
+                                       int valid, int N, int Vs);
+  virtual void classifier_slice_backward(void* logits_to_dlogits /*(N,Vs) or null*/, float* losses /*(N)*/,
+                                         double* loss_sum /*(1) += or null*/, const float* maxes /*(N)*/,
+                                         const float* sums /*(N)*/, const float* target /*(N)*/,
+                                         const int* targets /*(N)*/, int lo, int valid, float dloss, int N, int Vs);
+
   // AdamW on one contiguous fp32 segment (decoupled weight decay, bias-corrected moments). param_out, when not
   // null, receives the updated parameters in this backend's compute dtype, in the same pass (cuda: rounded to
   // bf16 as f32_to_compute rounds; cpu: an fp32 copy): the FSDP engine's compute copy (fsdp/geometry.h).
