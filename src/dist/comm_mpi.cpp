@@ -57,8 +57,12 @@ void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
 
 MPI_Op g_bf16_sum = MPI_OP_NULL;  // created on first use (after MPI_Init), freed before MPI_Finalize
 
-// The reduction MPI applies for a sum (avg divides afterwards) of elements of type dt.
-MPI_Op sum_op(DType dt) {
+// The reduction MPI applies for `op` (avg: a sum, divided afterwards) of elements of type dt.
+MPI_Op mpi_op(ReduceOp op, DType dt) {
+  if (op == ReduceOp::max) {
+    GPT_CHECK(dt == DType::F32, "mpi: a max reduction is fp32 only");
+    return MPI_MAX;
+  }
   if (dt == DType::F32) return MPI_SUM;
   if (g_bf16_sum == MPI_OP_NULL) MPI_CHECK(MPI_Op_create(&bf16_sum, 1, &g_bf16_sum));
   return g_bf16_sum;
@@ -153,6 +157,7 @@ class MpiCommunicator : public Communicator {
     MPI_CHECK(MPI_Barrier(comm_));
   }
   double all_reduce_scalar(double x, ReduceOp op) override {
+    if (op == ReduceOp::max) return all_reduce_max(x);
     watchdog::beat("all-reduce of a scalar");
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, comm_));
     return op == ReduceOp::avg ? x / world_ : x;
@@ -209,7 +214,7 @@ WorkPtr MpiCommunicator::reduce_scatter_async(void* out, const void* in, size_t 
             " elements) overlaps `in` (world*count elements); use separate buffers");
   // out (count) = sum over ranks of in[rank*count .. (rank+1)*count)
   MPI_Request req;
-  MPI_CHECK(MPI_Ireduce_scatter_block(in, out, n, mpi_type(dt), sum_op(dt), comm_, &req));
+  MPI_CHECK(MPI_Ireduce_scatter_block(in, out, n, mpi_type(dt), mpi_op(op, dt), comm_, &req));
   void* avg = op == ReduceOp::avg ? out : nullptr;
   return started(req, CollKind::reduce_scatter, ring_reduce_scatter_bytes(count, dt, world_), avg, dt, count);
 }
@@ -218,7 +223,7 @@ WorkPtr MpiCommunicator::all_reduce_async(void* buf, size_t count, DType dt, Red
   const int n = mpi_count(count, "all_reduce");
   // buf (count) = sum over ranks of buf, in place
   MPI_Request req;
-  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, n, mpi_type(dt), sum_op(dt), comm_, &req));
+  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, n, mpi_type(dt), mpi_op(op, dt), comm_, &req));
   void* avg = op == ReduceOp::avg ? buf : nullptr;
   return started(req, CollKind::all_reduce, ring_all_reduce_bytes(count, dt, world_), avg, dt, count);
 }

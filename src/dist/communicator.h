@@ -17,7 +17,8 @@
 
 namespace gpt {
 
-enum class ReduceOp { sum, avg };
+// sum and avg for gradients and activations; max (fp32 only) for the vocab-parallel loss's row maxima.
+enum class ReduceOp { sum, avg, max };
 
 // Handle of an in-flight collective. After wait() the result buffer is ready for what comes next: on CPU
 // ranks (MPI) wait() blocks the host until then; on GPU ranks (NCCL) it makes the compute stream wait, so

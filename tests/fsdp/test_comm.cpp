@@ -4,6 +4,7 @@
 // and the error paths. Collectives sit between EXPECT_* only, so a failing rank never strands the others.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -116,6 +117,22 @@ void check_all_reduce(ReduceOp op) {
 
 TEST(Comm, AllReduceSum) { check_all_reduce(ReduceOp::sum); }
 TEST(Comm, AllReduceAvg) { check_all_reduce(ReduceOp::avg); }
+
+// max (the vocab-parallel loss's row maxima): exact, whichever rank holds it, negative values and -inf included.
+TEST(Comm, AllReduceMax) {
+  Communicator& w = world();
+  const int n = w.world(), r = w.rank();
+  const size_t count = 257;
+  std::vector<float> buf(count);  // (count)
+  for (size_t i = 0; i < count; ++i) buf[i] = i % 7 == 0 ? -INFINITY : -1.5f * (float)((r + i) % n) - (float)i;
+  w.all_reduce(buf.data(), count, DType::F32, ReduceOp::max);
+  for (size_t i = 0; i < count; ++i) {
+    float want = -INFINITY;
+    for (int q = 0; q < n; ++q) want = std::max(want, i % 7 == 0 ? -INFINITY : -1.5f * (float)((q + i) % n) - (float)i);
+    EXPECT_EQ(buf[i], want) << "i " << i;
+  }
+  EXPECT_DOUBLE_EQ(w.all_reduce_scalar(-2.0 * r, ReduceOp::max), 0.0);
+}
 
 TEST(Comm, TwoCollectivesInFlight) {
   Communicator& w = world();

@@ -6,6 +6,7 @@
 // many GPUs are visible as there are ranks (at least 2): NCCL puts at most one rank on a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -224,6 +225,25 @@ void check_all_reduce(Communicator& c, Backend& b, ReduceOp op) {
 
 TEST_F(NcclComm, AllReduceSum) { check_all_reduce(*comm_, *backend_, ReduceOp::sum); }
 TEST_F(NcclComm, AllReduceAvg) { check_all_reduce(*comm_, *backend_, ReduceOp::avg); }
+
+// max in fp32 (the vocab-parallel loss's row maxima): exact.
+TEST_F(NcclComm, AllReduceMax) {
+  const int n = comm_->world(), r = comm_->rank();
+  const size_t count = 257;
+  std::vector<float> buf(count);  // (count)
+  for (size_t i = 0; i < count; ++i) buf[i] = -1.5f * (float)((r + i) % n) - (float)i;
+  void* d = backend_->alloc(count * 4, MemCat::workspace);
+  backend_->copy_h2d(d, buf.data(), count * 4);
+  comm_->all_reduce(d, count, DType::F32, ReduceOp::max);
+  backend_->copy_d2h(buf.data(), d, count * 4);
+  backend_->synchronize();
+  backend_->free(d);
+  for (size_t i = 0; i < count; ++i) {
+    float want = -INFINITY;
+    for (int q = 0; q < n; ++q) want = std::max(want, -1.5f * (float)((q + i) % n) - (float)i);
+    EXPECT_EQ(buf[i], want) << "i " << i;
+  }
+}
 
 // No host synchronisation between the kernel that writes the input, the collective and the kernel that
 // reads the result: only the events order them. A large buffer makes a missing edge visible.

@@ -6,7 +6,7 @@
 //     make_nccl_communicator does); ncclCommSplit splits the parent's.
 //   - A collective is checked at the call and queued on its stream (streams.h), like a kernel: when the
 //     stream reaches it, the matching nonblocking MPI call starts it, and the stream waits until MPI_Test
-//     says it is done (sum and avg only; reductions summed in fp32 and rounded once to the buffer's type).
+//     says it is done (sum, avg and max; reductions made in fp32 and rounded once to the buffer's type).
 //     So a host polling the device (cudaEventQuery) sees a collective whose peer never came as not done,
 //     as on a GPU. avg is what NCCL computes (its PreMulSum): each input multiplied by 1/N rounded to the
 //     buffer's type, each product rounded to it, then the sum; in bf16 with N = 3 that is 3 x bf16(1/3) =
@@ -165,8 +165,8 @@ ncclResult_t queue(ncclComm_t comm, ncclDataType_t t, const ncclRedOp_t* op, siz
   if (!comm) return fail(ncclInvalidArgument, name + " on a null communicator");
   if (type_bytes(t) == 0 || (op && t != ncclFloat32 && t != ncclBfloat16))
     return fail(ncclInvalidArgument, name + ": data type " + std::to_string(t) + " not emulated");
-  if (op && *op != ncclSum && *op != ncclAvg)
-    return fail(ncclInvalidArgument, name + ": reduction op " + std::to_string(*op) + " not emulated (sum, avg)");
+  if (op && *op != ncclSum && *op != ncclAvg && *op != ncclMax)
+    return fail(ncclInvalidArgument, name + ": reduction op " + std::to_string(*op) + " not emulated (sum, avg, max)");
   if (elements * type_bytes(t) > static_cast<size_t>(INT_MAX))
     return fail(ncclInvalidArgument, name + ": " + std::to_string(elements) + " elements exceed one MPI call");
   std::shared_ptr<CommState> state = comm->s;
@@ -302,8 +302,8 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclD
     auto out = std::make_shared<std::vector<float>>(count);               // (count)
     if (op == ncclAvg) premultiply(*in, t, c->size);
     MPI_Request rq = MPI_REQUEST_NULL;
-    const int rc = PMPI_Ireduce_scatter_block(in->data(), out->data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM,
-                                              c->mpi, &rq);
+    const int rc = PMPI_Ireduce_scatter_block(in->data(), out->data(), static_cast<int>(count), MPI_FLOAT,
+                                              op == ncclMax ? MPI_MAX : MPI_SUM, c->mpi, &rq);
     return mpi_poll(c, rc, rq, [in, out, recv, t] { from_f32(*out, recv, t); });
   });
 }
@@ -315,7 +315,8 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
     auto v = std::make_shared<std::vector<float>>(to_f32(send, count, t));  // (count)
     if (op == ncclAvg) premultiply(*v, t, c->size);
     MPI_Request rq = MPI_REQUEST_NULL;
-    const int rc = PMPI_Iallreduce(MPI_IN_PLACE, v->data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, c->mpi, &rq);
+    const int rc = PMPI_Iallreduce(MPI_IN_PLACE, v->data(), static_cast<int>(count), MPI_FLOAT,
+                                   op == ncclMax ? MPI_MAX : MPI_SUM, c->mpi, &rq);
     return mpi_poll(c, rc, rq, [v, recv, t] { from_f32(*v, recv, t); });
   });
 }
