@@ -111,12 +111,12 @@ inline int64_t attention_scratch_bytes(AttentionPath path, int64_t B, int64_t T,
 // attention on the chosen path (with the cuDNN plans' workspace for cudnn), the embedding backward over B*T
 // positions, and sum_squares.
 inline int64_t op_scratch_bytes(int64_t B, int64_t T, int64_t C, int64_t NH, int64_t max_bias_oc, AttentionPath path,
-                                const CudnnPlanWorkspace& ws = {}) {
+                                const CudnnPlanWorkspace& ws = {}, int64_t tp = 1) {
   int64_t need = sum_squares_scratch_bytes();
   need = std::max(need, layernorm_backward_scratch_bytes(C));
   need = std::max(need, encoder_backward_scratch_bytes(sat_mul({B, T})));
   if (max_bias_oc > 0) need = std::max(need, matmul_backward_scratch_bytes(max_bias_oc));
-  need = std::max(need, attention_scratch_bytes(path, B, T, C, NH, ws));
+  need = std::max(need, attention_scratch_bytes(path, B, T, C / tp, NH / tp, ws));  // NH/tp heads per rank
   return need;
 }
 }  // namespace cuda

@@ -58,8 +58,9 @@ class Backend {
   // B, T, C, NH on the chosen path, whose cuDNN plans are built here on the cudnn path; layernorm backward
   // over B*T rows of C; the bias gradient of a matmul with up to max_bias_oc output channels), tagged
   // workspace, so no step allocates. Afterwards an op that needs more fails with
-  // an error naming it; calling this again with larger shapes grows the reservation. No-op on cpu.
-  virtual void reserve_workspace(int B, int T, int C, int NH, int max_bias_oc) {}
+  // an error naming it; calling this again with larger shapes grows the reservation. No-op on cpu. tp: with
+  // tensor parallelism over tp ranks the attention runs NH/tp heads of C/tp channels (the layernorms still C).
+  virtual void reserve_workspace(int B, int T, int C, int NH, int max_bias_oc, int tp = 1) {}
 
   virtual void zero(void* p, size_t bytes) = 0;                          // device memory
   virtual void copy_d2d(void* dst, const void* src, size_t bytes) = 0;

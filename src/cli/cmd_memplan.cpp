@@ -30,7 +30,8 @@ const char* kMemplanHelp =
     "(param_shard grad_shard optim_state gathered_param gathered_grad activation workspace host_offload)\n"
     "on the device and the host, and the peak totals. Every rank holds the same (shards are padded).\n"
     "  --world N            ranks of the run (default: this launch's world size)\n"
-    "  --shard full|grad_op|none|hybrid  --shard-group G  --no-sync\n"
+    "  --shard full|grad_op|none|hybrid  --shard-group G  --no-sync   (over the --world/--tp data-parallel ranks)\n"
+    "  --tp T (1)  --sequence-parallel on|off (on when T > 1)   tensor parallelism (gpt train --help)\n"
     "  --gather-slots K (2)  gather slots for the non-root units: the unit in use + K-1 gathered ahead of it\n"
     "                       (K = 1: no prefetch); each costs the largest non-root unit, padded, in the compute dtype\n"
     "                       (grad_op: one slot per unit, K only sets how far ahead forward gathers)\n"
@@ -223,6 +224,7 @@ int cmd_memplan(int argc, char** argv, Communicator& world) {
   in.world = f.i32("--world", world.world(), 1, 1 << 20);
   const ShardingFlags sharding = parse_sharding_flags(f);
   in.fsdp = sharding.fsdp;
+  in.tp = sharding.tp;
   in.offload_activations = sharding.offload_activations;
   in.recompute = sharding.recompute;
   in.wrap = sharding.wrap;

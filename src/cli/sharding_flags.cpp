@@ -9,6 +9,7 @@ namespace gpt {
 
 ShardingFlags parse_sharding_flags(Flags& f) {
   ShardingFlags s;
+  s.tp = TpOptions::parse(f.i32("--tp", 1, 1, 1 << 20), f.str("--sequence-parallel", ""));
   s.fsdp.engine = FsdpOptions::parse_engine(f.str("--engine", "full"));
   s.fsdp.strategy = FsdpOptions::parse_strategy(f.str("--shard", "full"));
   s.fsdp.shard_group = f.i32("--shard-group", 0, 0, 1 << 20);

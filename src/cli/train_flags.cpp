@@ -35,6 +35,11 @@ const char* kTrainFlagsHelp =
     "                       1/sqrt(fan-in) rule, GPT-2's own std at C = 768; small models train steadier\n"
     "sharding and memory:\n"
     "  --device cpu|cuda|auto        --shard full|grad_op|none|hybrid (full)  --shard-group G\n"
+    "  --tp T (1)           tensor parallelism: T consecutive ranks split every block (Megatron's column- and\n"
+    "                       row-parallel products, the vocabulary of wte and of the loss); T divides the heads, the\n"
+    "                       padded vocabulary and the world, whose world/T data-parallel ranks the --shard flags apply to\n"
+    "  --sequence-parallel on|off  (on when T > 1) activations between the products split along the B*T rows over\n"
+    "                       the T ranks: all-gathers and reduce-scatters instead of all-reduces, 1/T of their memory\n"
     "  --engine full|naive  the sharding engine (full): naive gathers and reduces each unit waiting for it, no\n"
     "                       prefetch or overlap (for reading, and the reference the full engine matches bit for\n"
     "                       bit); it takes --shard full, grad_op or none, and no --offload of states, --no-sync,\n"
@@ -178,6 +183,7 @@ TrainOptions parse_train_flags(Flags& f, const std::string& default_config) {
   check_attention_flag(o.attention);
   const ShardingFlags sharding = parse_sharding_flags(f);
   o.fsdp = sharding.fsdp;
+  o.tp = sharding.tp;
   o.offload_activations = sharding.offload_activations;
   o.recompute = sharding.recompute;
   o.wrap = sharding.wrap;

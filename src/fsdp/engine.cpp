@@ -115,6 +115,13 @@ double FsdpEngine::grad_sumsq() {
   return geo_.group > 1 ? shard_comm_->all_reduce_scalar(local, ReduceOp::sum) : local;
 }
 
+double FsdpEngine::grad_sumsq(const TensorFilter& counted) {
+  store_.check_trains("grad_sumsq");
+  check_quiet("grad_sumsq");
+  const double local = store_.grad_sumsq(&counted);
+  return geo_.group > 1 ? shard_comm_->all_reduce_scalar(local, ReduceOp::sum) : local;
+}
+
 void FsdpEngine::update_params(const SegmentUpdate& update) {
   store_.check_trains("update_params");
   check_quiet("update_params");

@@ -43,6 +43,7 @@ class FsdpEngine : public ShardingEngine {
   void finish_backward() override;
   // Every unit's grad shard in one Backend::sum_squares_all call (one host wait per step on cuda).
   double grad_sumsq() override;
+  double grad_sumsq(const TensorFilter& counted) override;
   // Also drops the gathered copies of the old parameters and refreshes the device copies (offload
   // optimizer); the compute copy is the update's to write (ShardSegment::param_out).
   void update_params(const SegmentUpdate& update) override;

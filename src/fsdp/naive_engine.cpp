@@ -125,12 +125,21 @@ void NaiveEngine::begin_step() {
   }
 }
 
-double NaiveEngine::grad_sumsq() {
+double NaiveEngine::grad_sumsq(const TensorFilter& counted) {
   std::vector<const float*> xs;
   std::vector<size_t> ns;
   for (size_t u = 0; u < units_.size(); u++) {
-    xs.push_back(units_[u].grad);
-    ns.push_back((size_t)geo_.units[u].shard_numel);
+    const UnitGeometry& g = geo_.units[u];
+    if (!counted) {  // the whole shard at once: FsdpEngine's sum, in its order
+      xs.push_back(units_[u].grad);
+      ns.push_back((size_t)g.shard_numel);
+      continue;
+    }
+    for (const SegmentSpan& s : shard_segments(layout_, (int)u, g.shard_offset, g.shard_numel))
+      if (counted(*s.tensor)) {
+        xs.push_back(units_[u].grad + s.offset);
+        ns.push_back((size_t)s.n);
+      }
   }
   const double mine = be_.sum_squares_all(xs.data(), ns.data(), (int)xs.size());
   return geo_.group > 1 ? world_.all_reduce_scalar(mine, ReduceOp::sum) : mine;  // slices are disjoint: add them

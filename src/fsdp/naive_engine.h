@@ -37,7 +37,8 @@ class NaiveEngine : public ShardingEngine {
   void begin_step() override;
   void begin_micro_step(bool) override {}
   void finish_backward() override {}  // grad_ready waited for every reduction already
-  double grad_sumsq() override;
+  double grad_sumsq() override { return grad_sumsq(TensorFilter()); }
+  double grad_sumsq(const TensorFilter& counted) override;  // every tensor when `counted` is empty
   void update_params(const SegmentUpdate& update) override;
 
   const Layout& layout() const override { return layout_; }

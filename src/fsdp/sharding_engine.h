@@ -33,6 +33,9 @@ class ShardingEngine : public ParamSource {
   virtual void begin_micro_step(bool last_micro_step) = 0;
   virtual void finish_backward() = 0;                       // every reduction added into the grad shards
   virtual double grad_sumsq() = 0;                          // global sum of squares of the reduced gradient
+  // The same over the tensors `counted` accepts only (tensor parallelism counts its split and its replicated
+  // tensors apart: src/train/train_step.cpp).
+  virtual double grad_sumsq(const TensorFilter& counted) = 0;
   // Runs `update` on every segment of this rank's shards (shards.h), with the backend holding the states.
   virtual void update_params(const SegmentUpdate& update) = 0;
 

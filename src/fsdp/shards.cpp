@@ -12,7 +12,7 @@ std::vector<SegmentSpan> shard_segments(const Layout& layout, int u, int64_t sha
   for (const TensorSpec& t : tensors) {
     const int64_t t_hi = &t == &tensors.back() ? hi : t.offset + t.numel;
     const int64_t a = std::max(lo, t.offset), b = std::min(hi, t_hi);
-    if (a < b) out.push_back({a - lo, b - a, t.weight_decay});
+    if (a < b) out.push_back({a - lo, b - a, t.weight_decay, &t});
   }
   return out;
 }

@@ -39,7 +39,11 @@ struct SegmentSpan {
   int64_t offset = 0;
   int64_t n = 0;
   bool decay = false;
+  const TensorSpec* tensor = nullptr;  // the tensor it lies in (the layout's)
 };
+
+// Which tensors a partial gradient norm counts (ShardingEngine::grad_sumsq).
+using TensorFilter = std::function<bool(const TensorSpec&)>;
 
 // The segments of unit u's slice [shard_offset, shard_offset + shard_numel), in order. The padding past the
 // unit's last tensor has a zero gradient and joins the last tensor's segment (any decay keeps it 0).

@@ -102,12 +102,21 @@ void StateStore::zero_grads() {
 }
 
 // Every unit's grad shard in one call (one host wait on cuda), summed in unit order.
-double StateStore::grad_sumsq() {
+double StateStore::grad_sumsq(const TensorFilter* counted) {
   std::vector<const float*> xs;
   std::vector<size_t> ns;
   for (int u = 0; u < (int)units_.size(); u++) {
-    xs.push_back(units_[u].grad);
-    ns.push_back((size_t)geo_.units[u].shard_numel);
+    const UnitGeometry& g = geo_.units[u];
+    if (!counted) {
+      xs.push_back(units_[u].grad);
+      ns.push_back((size_t)g.shard_numel);
+      continue;
+    }
+    for (const SegmentSpan& seg : shard_segments(layout_, u, g.shard_offset, g.shard_numel))
+      if ((*counted)(*seg.tensor)) {
+        xs.push_back(units_[u].grad + seg.offset);
+        ns.push_back((size_t)seg.n);
+      }
   }
   return states_->sum_squares_all(xs.data(), ns.data(), (int)units_.size());
 }

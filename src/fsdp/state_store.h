@@ -105,7 +105,8 @@ class StateStore {
   void refresh_device_copy(int u);     // param_dev <- param (offload optimizer, compute copy)
 
   void zero_grads();
-  double grad_sumsq();  // this rank's sum of squares over every grad shard
+  // This rank's sum of squares over every grad shard, or (counted) over the segments of the tensors it accepts.
+  double grad_sumsq(const TensorFilter* counted = nullptr);
   // Runs `update` on every segment of every shard, then refreshes the device copies (offload optimizer).
   void update(const SegmentUpdate& update);
   void read(int u, ShardState which, std::vector<float>& out);  // host copy of this rank's shard

@@ -28,30 +28,40 @@ KeptFields KeptFields::for_layer(const RecomputePolicy& p, int layer) {
 }
 
 ActivationPlan plan_activations(const GPTConfig& cfg, const RecomputePolicy& policy, int B, int T, int64_t cs,
-                                int64_t state_bytes, bool offload) {
-  const int64_t N = sat_mul({B, T}), C = cfg.channels, L = cfg.num_layers;
+                                int64_t state_bytes, bool offload, TpOptions tp) {
+  // N rows; n of them between the products (tp.local_rows); Cl channels of a product's split side
+  const int64_t N = sat_mul({B, T}), n = tp.sequence_parallel ? N / tp.size : N, C = cfg.channels, L = cfg.num_layers;
+  const int64_t Cl = C / tp.size;
   ActivationPlan p;
   auto set = [&](BlockField f, int64_t bytes) { p.field_bytes[(int)f] = bytes; };
   set(BlockField::ln1, sat_mul({N, C, cs}));
-  set(BlockField::ln1_stats, sat_mul({2, N, 4}));
-  set(BlockField::qkv, sat_mul({N, 3 * C, cs}));
-  set(BlockField::atty, sat_mul({N, C, cs}));
+  set(BlockField::ln1_stats, sat_mul({2, n, 4}));
+  set(BlockField::qkv, sat_mul({N, 3 * Cl, cs}));
+  set(BlockField::atty, sat_mul({N, Cl, cs}));
   set(BlockField::att_state, state_bytes);
-  set(BlockField::res2, sat_mul({N, C, cs}));
+  set(BlockField::res2, sat_mul({n, C, cs}));
   set(BlockField::ln2, sat_mul({N, C, cs}));
-  set(BlockField::ln2_stats, sat_mul({2, N, 4}));
-  set(BlockField::fch, sat_mul({N, 4 * C, cs}));
-  set(BlockField::fch_gelu, sat_mul({N, 4 * C, cs}));
+  set(BlockField::ln2_stats, sat_mul({2, n, 4}));
+  set(BlockField::fch, sat_mul({N, 4 * Cl, cs}));
+  set(BlockField::fch_gelu, sat_mul({N, 4 * Cl, cs}));
   for (int l = 0; l < L; l++) {
     p.kept.push_back(KeptFields::for_layer(policy, l));
     for (int f = 0; f < kBlockFields; f++) p.scratch[f] |= !p.kept.back().keep[f];
   }
-  p.resid = sat_mul({N, C, cs});
+  p.resid = sat_mul({n, C, cs});
   p.row_f32 = sat_mul({N, 4});
+  p.row_local = sat_mul({n, 4});
   p.narrow = sat_mul({N, C, cs});
-  p.wide = sat_mul({N, 4 * C, cs});
-  p.logits = sat_mul({N, cfg.padded_vocab_size, cs});
+  p.dres = sat_mul({n, C, cs});
+  p.narrow_local = sat_mul({N, Cl, cs});
+  p.wide = sat_mul({N, 4 * Cl, cs});
+  p.logits = sat_mul({N, cfg.padded_vocab_size / tp.size, cs});
   p.host_row = sat_mul({N, 4});
+  if (tp.size > 1) p.loss_stats = sat_mul({N, 4});
+  if (tp.sequence_parallel) {
+    p.tp_rows = sat_mul({N, C, cs});
+    p.ln_local = sat_mul({n, C, cs});
+  }
   if (offload) {
     p.ring = (int)std::min<int64_t>(3, L);
     p.slot_field.resize((size_t)p.ring);
@@ -82,8 +92,8 @@ int64_t ActivationPlan::total_bytes() const {
     t = sat_add({t, sat_mul({copies, field_bytes[f]})});
   }
   const int64_t L = (int64_t)kept.size(), resids = ring > 0 ? ring + 1 : L + 1;
-  return sat_add({t, sat_mul({resids, resid}), sat_mul({5, row_f32}), sat_mul({4, narrow}), sat_mul({2, wide}), logits,
-                  loss_sum});
+  return sat_add({t, sat_mul({resids, resid}), sat_mul({3, row_f32}), sat_mul({2, row_local}), sat_mul({2, narrow}), dres,
+                  narrow_local, sat_mul({2, wide}), logits, loss_sum, sat_mul({3, loss_stats}), tp_rows, ln_local});
 }
 
 int64_t ActivationPlan::host_bytes() const {
@@ -177,10 +187,11 @@ void Activations::place_ring(const ActivationPlan& p, const BlockActs& scratch) 
 }
 
 Activations::Activations(Backend& be, const GPTConfig& cfg, const RecomputePolicy& policy, int B_, int T_,
-                         bool offload)
+                         bool offload, TpOptions tp)
     : B(B_), T(T_), be_(be) {
-  const ActivationPlan p = plan_activations(cfg, policy, B, T, (int64_t)be.compute_size(),
-                                            (int64_t)be.attention_state_bytes(B, T, cfg.num_heads), offload);
+  const ActivationPlan p =
+      plan_activations(cfg, policy, B, T, (int64_t)be.compute_size(),
+                       (int64_t)be.attention_state_bytes(B, T, cfg.num_heads / tp.size), offload, tp);
   const int L = cfg.num_layers;
   BlockActs scratch;  // the shared buffers of the fields some layer recomputes
   kept = p.kept;
@@ -198,17 +209,24 @@ Activations::Activations(Backend& be, const GPTConfig& cfg, const RecomputePolic
   }
 
   lnf = take((size_t)p.narrow);
-  lnf_mean = static_cast<float*>(take((size_t)p.row_f32));
-  lnf_rstd = static_cast<float*>(take((size_t)p.row_f32));
+  lnf_mean = static_cast<float*>(take((size_t)p.row_local));
+  lnf_rstd = static_cast<float*>(take((size_t)p.row_local));
   logits = take((size_t)p.logits);
   losses = static_cast<float*>(take((size_t)p.row_f32));
   inputs = static_cast<int*>(take((size_t)p.row_f32));
   targets = static_cast<int*>(take((size_t)p.row_f32));
-  dres = take((size_t)p.narrow);
+  dres = take((size_t)p.dres);
   dwide_a = take((size_t)p.wide);
   dwide_b = take((size_t)p.wide);
   dnarrow_a = take((size_t)p.narrow);
-  dnarrow_b = take((size_t)p.narrow);
+  dnarrow_b = take((size_t)p.narrow_local);
+  if (p.loss_stats) {  // one block: the target logits and the sums side by side, reduced together
+    loss_max = static_cast<float*>(take(3 * (size_t)p.loss_stats));
+    loss_target = loss_max + (size_t)B * T;
+    loss_sum_exp = loss_target + (size_t)B * T;
+  }
+  if (p.tp_rows) tp_rows = take((size_t)p.tp_rows);
+  if (p.ln_local) ln_local = take((size_t)p.ln_local);
   loss_sum = static_cast<double*>(take((size_t)p.loss_sum));
   be.zero(loss_sum, (size_t)p.loss_sum);
   host_inputs = static_cast<int*>(take_host((size_t)p.host_row));

@@ -19,28 +19,34 @@
 
 namespace gpt {
 
-struct GPT::BlockGrads {
-  float *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
-};
-
 GPT::GPT(Backend& be, const GPTConfig& cfg, RecomputePolicy recompute, const WrapPolicy& wrap,
-         bool offload_activations)
-    : be_(be), layout_(cfg, wrap), recompute_(recompute), offload_activations_(offload_activations) {}
+         bool offload_activations, TensorParallel* tp)
+    : be_(be),
+      layout_(cfg, wrap, tp ? TpShape{tp->size(), tp->rank()} : TpShape{}),
+      recompute_(recompute),
+      offload_activations_(offload_activations),
+      tp_(tp) {}
+
+TpOptions GPT::tp_options() const {
+  TpOptions o;
+  if (tp_) o.size = tp_->size(), o.sequence_parallel = tp_->sequence_parallel();
+  return o;
+}
 
 const void* GPT::at(const void* base, int64_t elems) const {
   return static_cast<const char*>(base) + elems * (int64_t)be_.compute_size();
 }
 
 GPT::BlockParams GPT::block_params(const void* unit, int l) const {
-  const BlockOffsets& o = layout_.block();
-  const void* u = at(unit, layout_.layer_offset(l));
+  const BlockOffsets& o = layout_.block_offsets(l);
+  const void* u = unit;
   return {at(u, o.ln1w), at(u, o.ln1b), at(u, o.qkvw),    at(u, o.qkvb),   at(u, o.attprojw), at(u, o.attprojb),
           at(u, o.ln2w), at(u, o.ln2b), at(u, o.fcw),     at(u, o.fcb),    at(u, o.fcprojw),  at(u, o.fcprojb)};
 }
 
 GPT::BlockGrads GPT::block_grads(float* unit, int l) const {
-  const BlockOffsets& o = layout_.block();
-  float* u = unit + layout_.layer_offset(l);
+  const BlockOffsets& o = layout_.block_offsets(l);
+  float* u = unit;
   return {u + o.ln1w, u + o.ln1b, u + o.qkvw, u + o.qkvb, u + o.attprojw, u + o.attprojb,
           u + o.ln2w, u + o.ln2b, u + o.fcw,  u + o.fcb,  u + o.fcprojw,  u + o.fcprojb};
 }
@@ -48,6 +54,7 @@ GPT::BlockGrads GPT::block_grads(float* unit, int l) const {
 // Forward of one block from x (N,C) into out (N,C). With only_scratch, recompute just the buffers this
 // layer did not keep (the kept ones still hold the forward's values).
 void GPT::block_forward(int l, const BlockParams& p, const void* x, void* out, bool only_scratch) {
+  if (tp_) return block_forward_tp(l, p, x, out, only_scratch);
   const GPTConfig& c = config();
   const int B = acts_->B, T = acts_->T, N = B * T, C = c.channels, NH = c.num_heads;
   BlockActs& a = acts_->blocks[l];
@@ -87,6 +94,7 @@ void GPT::block_forward(int l, const BlockParams& p, const void* x, void* out, b
 
 // Backward of one block. On entry acts_->dres holds d(loss)/d(block output); on exit d(loss)/d(x).
 void GPT::block_backward(int l, const BlockParams& p, const BlockGrads& g, const void* x) {
+  if (tp_) return block_backward_tp(l, p, g, x);
   const GPTConfig& c = config();
   const int B = acts_->B, T = acts_->T, N = B * T, C = c.channels, NH = c.num_heads;
   BlockActs& a = acts_->blocks[l];
@@ -110,7 +118,8 @@ void GPT::block_backward(int l, const BlockParams& p, const BlockGrads& g, const
 
 void GPT::reserve_workspace(int B, int T) {
   const GPTConfig& c = config();
-  be_.reserve_workspace(B, T, c.channels, c.num_heads, 4 * c.channels);
+  const int tp = tp_ ? tp_->size() : 1;  // this rank's fc has 4C/tp outputs, its attention NH/tp heads
+  be_.reserve_workspace(B, T, c.channels, c.num_heads, 4 * c.channels / tp, tp);
 }
 
 // Copies the token ids into the pinned staging and from there to the device, on the copy stream; compute
@@ -145,21 +154,21 @@ void GPT::run_forward(const int* inputs, const int* targets, int B, int T, Param
   if (!acts_ || acts_->B != B || acts_->T != T) {
     std::unique_ptr<Activations> old = std::move(acts_);
     reserve_workspace(B, T);
-    acts_ = std::make_unique<Activations>(be_, c, recompute_, B, T, offload_activations_);
+    acts_ = std::make_unique<Activations>(be_, c, recompute_, B, T, offload_activations_, tp_options());
     if (old) be_.copy_d2d(acts_->loss_sum, old->loss_sum, sizeof(double));  // the step's running loss total
     staged_ = 0;  // the old staging is freed (after its copies, Backend::free_host waits for them)
   }
-  const int N = B * T, C = c.channels, L = c.num_layers, Vp = c.padded_vocab_size;
+  const int N = B * T, L = c.num_layers;
   have_targets_ = targets != nullptr;
   stage_tokens(inputs, targets, N);
 
   const void* embed = params.acquire(layout_.embed_unit(), Pass::forward);
-  const void* wte = at(embed, layout_.wte_offset());
   ActivationRing* ring = acts_->ring.get();  // --offload activations, else null
   if (ring) ring->claim(0);                  // the encoder writes block 0's input
-  trace::begin(trace::kCompute, "forward embed", "compute");
-  be_.encoder_forward(acts_->resid[0], acts_->inputs, wte, at(embed, layout_.wpe_offset()), B, T, C);
-  trace::end(trace::kCompute);
+  {
+    trace::Scope ts(trace::kCompute, "forward embed", "compute");
+    embed_forward(embed);
+  }
   const void* unit = nullptr;  // the gathered unit of the blocks running now (a unit may hold several)
   for (int l = 0; l < L; l++) {
     const int u = layout_.layer_unit(l);
@@ -172,14 +181,30 @@ void GPT::run_forward(const int* inputs, const int* targets, int B, int T, Param
     if (ring && train) ring->offload(l);
     if (layout_.closes_unit(l)) params.release(u, Pass::forward);
   }
-  {  // the final layernorm, in the root unit
+  head_forward(embed);
+  params.release(layout_.embed_unit(), Pass::forward);
+}
+
+// x0 = wte[tok] + wpe[t]
+void GPT::embed_forward(const void* embed) {
+  if (tp_) return embed_forward_tp(embed);
+  const int B = acts_->B, T = acts_->T, C = config().channels;
+  be_.encoder_forward(acts_->resid[0], acts_->inputs, at(embed, layout_.wte_offset()), at(embed, layout_.wpe_offset()),
+                      B, T, C);
+}
+
+// The final layernorm (in the root unit) and the LM head (the tied wte): the logits.
+void GPT::head_forward(const void* embed) {
+  if (tp_) return head_forward_tp(embed);
+  const GPTConfig& c = config();
+  const int N = acts_->B * acts_->T, C = c.channels, L = c.num_layers;
+  {
     trace::Scope ts(trace::kCompute, "forward lnf", "compute");
     const void* lnf = at(embed, layout_.lnf_offset());
     be_.layernorm_forward(acts_->lnf, acts_->lnf_mean, acts_->lnf_rstd, acts_->resid[L], lnf, at(lnf, C), N, C);
   }
   trace::Scope ts(trace::kCompute, "forward lm_head", "compute");
-  be_.matmul_forward(acts_->logits, acts_->lnf, wte, nullptr, N, C, Vp);
-  params.release(layout_.embed_unit(), Pass::forward);
+  be_.matmul_forward(acts_->logits, acts_->lnf, at(embed, layout_.wte_offset()), nullptr, N, C, c.padded_vocab_size);
 }
 
 float GPT::forward(const int* inputs, const int* targets, int B, int T, ParamSource& params) {
@@ -187,7 +212,10 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T, ParamSou
   if (!targets) return 0.0f;
   const GPTConfig& c = config();
   const int N = B * T;
-  be_.classifier_forward(acts_->losses, acts_->logits, acts_->targets, N, c.vocab_size, c.padded_vocab_size);
+  if (tp_)
+    loss_tp(nullptr, 0.0f);  // the vocab-parallel losses, without dlogits
+  else
+    be_.classifier_forward(acts_->losses, acts_->logits, acts_->targets, N, c.vocab_size, c.padded_vocab_size);
   std::vector<float> losses = losses_to_host();
   double sum = 0;
   for (float x : losses) sum += x;
@@ -201,27 +229,11 @@ void GPT::forward_train(const int* inputs, const int* targets, int B, int T, Par
 
 void GPT::backward(float dloss, ParamSource& params) {
   GPT_CHECK(acts_ && have_targets_, "backward: needs a forward with targets first");
-  const GPTConfig& c = config();
-  const int B = acts_->B, T = acts_->T, N = B * T, C = c.channels, L = c.num_layers;
-  const int V = c.vocab_size, Vp = c.padded_vocab_size;
+  const int L = config().num_layers;
   const int eu = layout_.embed_unit();
-
-  // LM head (tied wte): the classifier turns logits into dlogits in place.
   const void* embed = params.acquire(eu, Pass::backward);
   float* gembed = params.grad_buffer(eu);
-  void* dlnf = acts_->dnarrow_a;  // (N, C)
-  {
-    trace::Scope ts(trace::kCompute, "backward lm_head", "compute");
-    be_.classifier_backward(acts_->logits, acts_->losses, acts_->loss_sum, acts_->targets, dloss, N, V, Vp);
-    be_.matmul_backward(dlnf, gembed + layout_.wte_offset(), nullptr, acts_->logits, acts_->lnf,
-                        at(embed, layout_.wte_offset()), N, C, Vp);
-  }
-  {  // the final layernorm, in the root unit
-    trace::Scope ts(trace::kCompute, "backward lnf", "compute");
-    const int64_t lnf = layout_.lnf_offset();
-    be_.layernorm_backward(acts_->dres, gembed + lnf, gembed + lnf + C, dlnf, acts_->resid[L], at(embed, lnf),
-                           acts_->lnf_mean, acts_->lnf_rstd, N, C);
-  }
+  head_backward(embed, gembed, dloss);  // acts_->dres = d(loss)/d(last block's output)
   // blocks in reverse, each unit acquired at its last block and done at its first; recomputed layers first
   // re-create what they did not keep
   const void* unit = nullptr;
@@ -244,17 +256,43 @@ void GPT::backward(float dloss, ParamSource& params) {
       block_backward(l, p, block_grads(g, l), acts_->resid[l]);
     }
     if (layout_.opens_unit(l)) {
+      sum_replicated_grads(u, g);
       params.release(u, Pass::backward);
       params.grad_ready(u);
     }
   }
   {
     trace::Scope ts(trace::kCompute, "backward embed", "compute");
-    be_.encoder_backward(gembed + layout_.wte_offset(), gembed + layout_.wpe_offset(), acts_->dres,
-                         acts_->inputs, B, T, C);
+    embed_backward(gembed);
   }
+  sum_replicated_grads(eu, gembed);
   params.grad_ready(eu);
   params.release(eu, Pass::backward);
+}
+
+// The LM head (tied wte: the classifier turns the logits into dlogits in place) and the final layernorm.
+void GPT::head_backward(const void* embed, float* gembed, float dloss) {
+  if (tp_) return head_backward_tp(embed, gembed, dloss);
+  const GPTConfig& c = config();
+  const int N = acts_->B * acts_->T, C = c.channels, L = c.num_layers;
+  void* dlnf = acts_->dnarrow_a;  // (N, C)
+  {
+    trace::Scope ts(trace::kCompute, "backward lm_head", "compute");
+    be_.classifier_backward(acts_->logits, acts_->losses, acts_->loss_sum, acts_->targets, dloss, N, c.vocab_size,
+                            c.padded_vocab_size);
+    be_.matmul_backward(dlnf, gembed + layout_.wte_offset(), nullptr, acts_->logits, acts_->lnf,
+                        at(embed, layout_.wte_offset()), N, C, c.padded_vocab_size);
+  }
+  trace::Scope ts(trace::kCompute, "backward lnf", "compute");  // the final layernorm, in the root unit
+  const int64_t lnf = layout_.lnf_offset();
+  be_.layernorm_backward(acts_->dres, gembed + lnf, gembed + lnf + C, dlnf, acts_->resid[L], at(embed, lnf),
+                         acts_->lnf_mean, acts_->lnf_rstd, N, C);
+}
+
+void GPT::embed_backward(float* gembed) {
+  if (tp_) return embed_backward_tp(gembed);
+  be_.encoder_backward(gembed + layout_.wte_offset(), gembed + layout_.wpe_offset(), acts_->dres, acts_->inputs,
+                       acts_->B, acts_->T, config().channels);
 }
 
 std::vector<float> GPT::losses_to_host() {

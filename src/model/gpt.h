@@ -13,19 +13,24 @@
 #include "src/model/layout.h"
 #include "src/model/param_source.h"
 #include "src/model/recompute.h"
+#include "src/model/tensor_parallel.h"
 #include "src/model/wrap.h"
 
 namespace gpt {
 
 class GPT {
  public:
-  // offload_activations: --offload activations (model/activation_ring.h).
+  // offload_activations: --offload activations (model/activation_ring.h). tp: this rank's tensor-parallel
+  // group (tensor_parallel.h), or null: the layout is then this rank's slice of every split tensor, and the
+  // model issues the group's collectives itself (gpt_tp.cpp). It must outlive the model.
   GPT(Backend& be, const GPTConfig& cfg, RecomputePolicy recompute = {}, const WrapPolicy& wrap = {},
-      bool offload_activations = false);
+      bool offload_activations = false, TensorParallel* tp = nullptr);
   const GPTConfig& config() const { return layout_.config(); }
   const Layout& layout() const { return layout_; }
   Backend& backend() { return be_; }
   const RecomputePolicy& recompute() const { return recompute_; }
+  TensorParallel* tensor_parallel() const { return tp_; }
+  TpOptions tp_options() const;  // {1, off} without tensor parallelism
 
   // Evaluation and sampling: forward over host token ids (B*T). With targets: the per-token losses of a
   // forward-only classifier pass, returned as their mean (the host waits for the device). Without targets
@@ -72,11 +77,30 @@ class GPT {
   };
   // Block l's views inside its unit's gathered parameters (compute dtype) or full-unit gradient (fp32).
   BlockParams block_params(const void* unit, int layer) const;
-  struct BlockGrads;
+  struct BlockGrads {  // the same views in the unit's fp32 gradient buffer
+    float *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+  };
   BlockGrads block_grads(float* unit, int layer) const;
   void block_forward(int layer, const BlockParams& p, const void* x, void* out, bool only_scratch);
   void block_forward_cached(const BlockParams& p, int layer, int n, KvCache& cache);
   void block_backward(int layer, const BlockParams& p, const BlockGrads& g, const void* x);
+  // The step's ends: the embedding, the final layernorm and LM head (logits), and their backwards.
+  void embed_forward(const void* embed);
+  void head_forward(const void* embed);
+  void head_backward(const void* embed, float* gembed, float dloss);
+  void embed_backward(float* gembed);
+  // Their tensor-parallel forms (gpt_tp.cpp), and the vocab-parallel loss: losses (and, with dlogits, the
+  // gradient of the logits, in place) from this rank's vocabulary slice.
+  void block_forward_tp(int layer, const BlockParams& p, const void* x, void* out, bool only_scratch);
+  void block_backward_tp(int layer, const BlockParams& p, const BlockGrads& g, const void* x);
+  void embed_forward_tp(const void* embed);
+  void head_forward_tp(const void* embed);
+  void head_backward_tp(const void* embed, float* gembed, float dloss);
+  void embed_backward_tp(float* gembed);
+  void loss_tp(void* dlogits, float dloss);
+  // Unit u's replicated span (Layout::replicated_span) summed over the tensor-parallel group, where each rank
+  // holds a partial gradient of it (sequence parallelism; tensor_parallel.h says why).
+  void sum_replicated_grads(int u, float* g);
   const void* at(const void* base, int64_t elems) const;
   // train: a backward follows (forward_train), so offloaded activations are copied to the host.
   void run_forward(const int* inputs, const int* targets, int B, int T, ParamSource& params, bool train);
@@ -87,6 +111,7 @@ class GPT {
   Layout layout_;
   RecomputePolicy recompute_;
   bool offload_activations_ = false;
+  TensorParallel* tp_ = nullptr;  // null without tensor parallelism
   std::unique_ptr<Activations> acts_;
   bool have_targets_ = false;
   uint64_t staged_ = 0;  // copy ticket of the last upload out of the pinned staging (0: none yet)

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "src/model/config.h"
+#include "src/model/tp_shape.h"
 #include "src/model/wrap.h"
 
 namespace gpt {
@@ -30,8 +31,10 @@ struct TensorSpec {
   int64_t offset = 0;     // element offset inside the unit's flat buffer
   int64_t numel = 0;
   bool weight_decay = false;  // AdamW decays matrices only (2-D weights incl. embeddings), as GPT-2 recipes do
-  int64_t rows = 1, cols = 1;  // shape for init and display; numel = rows * cols
+  int64_t rows = 1, cols = 1;  // this rank's shape (with tensor parallelism, its slice); numel = rows * cols
   int layer = -1;         // the block it belongs to, -1 for wte, wpe, lnfw, lnfb
+  TpSplit split = TpSplit::none;  // how a tensor-parallel group splits it (tp_shape.h)
+  int parts = 1;          // split rows: the row blocks split apart (3 for qkvw and qkvb)
 };
 
 struct UnitSpec {
@@ -42,8 +45,8 @@ struct UnitSpec {
   const TensorSpec& tensor(const std::string& name) const;  // the first of that name; throws when absent
 };
 
-// Offsets of a block's tensors relative to the block's first element (the same for every block), so model
-// code reads views without string lookups.
+// Offsets of a block's tensors inside its unit (Layout::block_offsets), so model code reads views without string
+// lookups.
 struct BlockOffsets {
   int64_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
 };
@@ -64,11 +67,15 @@ struct UnitSpan {
 
 class Layout {
  public:
-  explicit Layout(const GPTConfig& cfg, const WrapPolicy& wrap = {});
+  // tp: this rank's place in its tensor-parallel group; every tensor then has this rank's slice's shape, and
+  // (tp.size > 1) each unit keeps its tensors split over the group first and its replicated ones after them
+  // (replicated_span), so the partial gradients of the replicated ones are one span to sum over the group.
+  explicit Layout(const GPTConfig& cfg, const WrapPolicy& wrap = {}, TpShape tp = {});
   // The layout of checkpoint files of version 2 and earlier (see above).
   static Layout legacy(const GPTConfig& cfg);
   const GPTConfig& config() const { return cfg_; }
   const WrapPolicy& wrap() const { return wrap_; }
+  const TpShape& tp() const { return tp_; }
   int num_units() const { return (int)units_.size(); }
   const UnitSpec& unit(int u) const { return units_[u]; }
   int embed_unit() const { return 0; }
@@ -80,14 +87,25 @@ class Layout {
   // The unit holding block l, and block l's first element inside it.
   int layer_unit(int l) const { return layer_unit_[l]; }
   int64_t layer_offset(int l) const { return layer_offset_[l]; }
+  // Block l's tensors' offsets inside its unit (one after another from layer_offset(l), unless tp.size > 1
+  // puts its whole tensors in the unit's replicated span).
+  const BlockOffsets& block_offsets(int l) const { return block_at_[l]; }
+  // The span of unit u whose tensors every rank of the tensor-parallel group holds whole (tp.size > 1; empty
+  // otherwise): [first, first + numel).
+  struct Span {
+    int64_t first = 0, numel = 0;
+  };
+  Span replicated_span(int u) const { return replicated_[u]; }
+  // The vocabulary rows of wte this rank holds: [vocab_lo(), vocab_lo() + vocab_rows()).
+  int vocab_lo() const { return tp_.rank * vocab_rows(); }
+  int vocab_rows() const { return cfg_.padded_vocab_size / tp_.size; }
   // Block l is the first (forward acquires its unit there) or the last (backward acquires it there) of its unit.
   bool opens_unit(int l) const { return units_[layer_unit_[l]].first_layer == l; }
   bool closes_unit(int l) const { return units_[layer_unit_[l]].last_layer == l; }
-  const BlockOffsets& block() const { return block_; }
   int64_t block_numel() const { return block_numel_; }
   // Offsets in the root unit.
   int64_t wte_offset() const { return 0; }
-  int64_t wpe_offset() const { return (int64_t)cfg_.padded_vocab_size * cfg_.channels; }
+  int64_t wpe_offset() const { return (int64_t)vocab_rows() * cfg_.channels; }
   int64_t lnf_offset() const { return wpe_offset() + (int64_t)cfg_.max_seq_len * cfg_.channels; }  // lnfw, then lnfb
   int64_t total_numel() const;      // Ψ: all parameters
   std::vector<int64_t> unit_numels() const;  // [unit] numel: what the engine's geometry is made of
@@ -104,21 +122,39 @@ class Layout {
   std::vector<UnitSpan> map_range(int u, int64_t lo, int64_t hi, const Layout& src) const;
 
  private:
-  Layout(const GPTConfig& cfg, const WrapPolicy& wrap, bool legacy_head);
+  Layout(const GPTConfig& cfg, const WrapPolicy& wrap, TpShape tp, bool legacy_head);
   GPTConfig cfg_;
   WrapPolicy wrap_;
+  TpShape tp_;
   std::vector<UnitSpec> units_;
-  BlockOffsets block_{};
   int64_t block_numel_ = 0;
   std::vector<int> layer_unit_;          // [layer]
   std::vector<int64_t> layer_offset_;    // [layer]
+  std::vector<BlockOffsets> block_at_;   // [layer]: offsets inside its unit
+  std::vector<Span> replicated_;         // [unit]
   std::vector<int> order_[2];            // [pass]: unit indices
   std::vector<int> position_[2];         // [pass][unit]: its index in order_[pass]
   std::map<std::pair<int, std::string>, std::pair<int, int>> index_;  // (layer, name) -> (unit, tensor)
 };
 
+// Throws the one-line error for a tensor-parallel group the model cannot be split over (--tp must divide the
+// heads and the padded vocabulary).
+void check_tp_shape(const GPTConfig& cfg, TpShape tp);
+
 // Unit u of `to` from the whole units of `from` (src[u] = unit u's numel floats), a layout of the same model
-// under another wrap, tensor by tensor; out (unit u's numel floats) must start zeroed.
+// under another wrap, tensor by tensor; out (unit u's numel floats) must start zeroed. `to` may be a
+// tensor-parallel rank's layout (its slices are cut from `from`'s whole tensors; `from` has none).
 void copy_unit(const Layout& to, int u, const Layout& from, const std::vector<const float*>& src, float* out);
+
+// Where a tensor-parallel rank's slice of a tensor lies in the whole tensor: runs of elements, offsets from
+// each tensor's first element (`local`: the rank's TensorSpec, in a layout of TpShape tp). A tensor the group
+// keeps whole is one run.
+struct TpRun {
+  int64_t local = 0, full = 0, numel = 0;
+};
+std::vector<TpRun> tp_runs(const TensorSpec& local, TpShape tp);
+// The inverse of copy_unit's slicing: tensor-parallel rank `from.tp().rank`'s unit u (its numel floats) written
+// into its place in the whole units of `to` (a layout without tensor parallelism; dst[v] = unit v's numel floats).
+void scatter_unit(const Layout& from, int u, const float* src, const Layout& to, const std::vector<float*>& dst);
 
 }  // namespace gpt

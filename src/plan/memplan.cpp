@@ -43,21 +43,22 @@ int64_t narrow(wide v) {
   return (int64_t)v;
 }
 
-// Bytes the backend keeps per layer for attention backward (Backend::attention_state_bytes).
+// Bytes the backend keeps per layer for attention backward (Backend::attention_state_bytes), of this rank's heads.
 int64_t attention_state_bytes(const MemPlanInput& in) {
-  const int64_t B = in.B, T = in.T, NH = in.cfg.num_heads;
+  const int64_t B = in.B, T = in.T, NH = in.cfg.num_heads / in.tp.size;
   if (in.compute == DType::F32) return cpu::attention_state_bytes(B, T, NH);
   return cuda::attention_state_bytes(in.attention, B, T, NH);
 }
 
 // The CUDA backend's workspace: the cuBLASLt workspace allocated at construction, and the scratch block that
-// GPT::reserve_workspace sizes before step 1 (the widest matmul with a bias is fc, 4C outputs; on the cudnn
+// GPT::reserve_workspace sizes before step 1 (the widest matmul with a bias is fc, 4C/tp outputs; on the cudnn
 // path, with the cuDNN plans' workspace when it was measured, else 0).
 wide cuda_workspace_bytes(const MemPlanInput& in) {
   const GPTConfig& c = in.cfg;
+  const int64_t tp = in.tp.size;
   return (wide)cuda::kCublasWorkspaceBytes +
-         cuda::op_scratch_bytes(in.B, in.T, c.channels, c.num_heads, 4 * (int64_t)c.channels, in.attention,
-                                in.cudnn_workspace.value_or(cuda::CudnnPlanWorkspace{}));
+         cuda::op_scratch_bytes(in.B, in.T, c.channels, c.num_heads, 4 * (int64_t)c.channels / tp, in.attention,
+                                in.cudnn_workspace.value_or(cuda::CudnnPlanWorkspace{}), tp);
 }
 
 }  // namespace
@@ -73,9 +74,28 @@ void validate_plan_input(const MemPlanInput& in) {
   GPT_CHECK(c.padded_vocab_size == (c.vocab_size + 127) / 128 * 128, "memplan: model config is not finalized");
   GPT_CHECK(in.B >= 1 && in.T >= 1, "-B and -T must be >= 1 (got ", in.B, ", ", in.T, ")");
   GPT_CHECK(in.T <= c.max_seq_len, "-T ", in.T, " exceeds --seq-len ", c.max_seq_len);
-  EngineGeometry::options_check(in.fsdp, in.world, "--world");
+  check_tp_run(in.tp, c, in.world, in.B, in.T, "--world");
+  EngineGeometry::options_check(in.fsdp, in.world / in.tp.size, in.tp.size > 1 ? "the data-parallel size --world/--tp" : "--world");
   GPT_CHECK(in.recompute.mode != RecomputePolicy::Mode::every || in.recompute.every_k <= c.num_layers,
             "--recompute every:", in.recompute.every_k, " exceeds the model's ", c.num_layers, " layers");
+}
+
+void check_tp_run(const TpOptions& tp, const GPTConfig& cfg, int world, int B, int T, const char* world_flag) {
+  GPT_CHECK(tp.size >= 1, "--tp must be >= 1, got ", tp.size);
+  if (tp.size == 1) return;
+  GPT_CHECK(tp.size <= world, "--tp ", tp.size, " is larger than ", world_flag, " ", world);
+  GPT_CHECK(world % tp.size == 0, "--tp ", tp.size, " must divide ", world_flag, " ", world,
+            " (world = data-parallel x tensor-parallel ranks)");
+  check_tp_shape(cfg, TpShape{tp.size, 0});
+  const int64_t rows = (int64_t)B * T;
+  GPT_CHECK(!tp.sequence_parallel || rows % tp.size == 0, "--sequence-parallel on: --tp ", tp.size,
+            " must divide the B*T = ", rows, " rows of a micro-batch (-B ", B, " -T ", T,
+            "), each rank keeping an equal share");
+}
+
+EngineGeometry engine_geometry(const MemPlanInput& in) {
+  const Layout layout(in.cfg, in.wrap, TpShape{in.tp.size, 0});
+  return EngineGeometry(layout.unit_numels(), in.world / in.tp.size, 0, in.fsdp, in.compute);
 }
 
 namespace {
@@ -93,8 +113,8 @@ void add_step(Acc& a, const MemPlanInput& in) {
     a.add(MemDomain::device, MemCat::activation, kv_cache_bytes(in.cfg, in.T, cs));
     if (in.compute == DType::BF16) a.add(MemDomain::device, MemCat::workspace, (wide)cuda::kCublasWorkspaceBytes);
   } else {
-    const ActivationPlan acts =
-        plan_activations(in.cfg, in.recompute, in.B, in.T, cs, attention_state_bytes(in), in.offload_activations);
+    const ActivationPlan acts = plan_activations(in.cfg, in.recompute, in.B, in.T, cs, attention_state_bytes(in),
+                                                 in.offload_activations, in.tp);
     a.add(MemDomain::device, MemCat::activation, acts.total_bytes());
     a.add(MemDomain::host, MemCat::activation, acts.host_bytes());  // token-id staging, offloaded activations
     if (in.compute == DType::BF16) a.add(MemDomain::device, MemCat::workspace, cuda_workspace_bytes(in));
@@ -113,7 +133,7 @@ MemTotals totals(const Acc& a) {
 MemTotals engine_memory(const MemPlanInput& in) {
   validate_plan_input(in);
   Acc a;
-  add_engine(a, EngineGeometry(Layout(in.cfg, in.wrap).unit_numels(), in.world, 0, in.fsdp, in.compute));
+  add_engine(a, engine_geometry(in));
   return totals(a);
 }
 
@@ -126,7 +146,7 @@ MemTotals step_memory(const MemPlanInput& in) {
 
 MemPlan memory_from_geometry(const MemPlanInput& in) {
   validate_plan_input(in);
-  const EngineGeometry geo(Layout(in.cfg, in.wrap).unit_numels(), in.world, 0, in.fsdp, in.compute);
+  const EngineGeometry geo = engine_geometry(in);
   Acc a;
   add_engine(a, geo);
   add_step(a, in);

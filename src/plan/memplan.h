@@ -27,16 +27,19 @@
 
 #include "src/backend/ledger.h"
 #include "src/core/dtype.h"
+#include "src/fsdp/geometry.h"
 #include "src/fsdp/options.h"
 #include "src/model/config.h"
 #include "src/model/recompute.h"
+#include "src/model/tp_shape.h"
 #include "src/model/wrap.h"
 
 namespace gpt {
 
 struct MemPlanInput {
   GPTConfig cfg;              // the model (finalized: padded_vocab_size filled)
-  int world = 1;              // N: ranks of the run
+  int world = 1;              // N: ranks of the run (DP x TP)
+  TpOptions tp;               // --tp, --sequence-parallel: the engine shards over the N / tp.size data-parallel ranks
   FsdpOptions fsdp;           // --shard, --shard-group, --gather-slots, --no-sync, --offload
   RecomputePolicy recompute;  // --recompute: which activations each block keeps
   WrapPolicy wrap;            // --wrap: which blocks form one sharding unit
@@ -77,8 +80,14 @@ struct MemPlan {
 
 // Checks the combination the way the engine, the model and `gpt train` would, with messages naming the
 // flag (--shard-group without hybrid, --world not divisible by --shard-group, every:K beyond the layers,
-// -T beyond --seq-len, ...). plan_memory() calls it first.
+// -T beyond --seq-len, --tp not dividing the heads or the world, ...). plan_memory() calls it first.
 void validate_plan_input(const MemPlanInput& in);
+// The tensor-parallel checks, against the world size named `world_flag` ("--world", "the world size"):
+// --tp divides the heads, the padded vocabulary and the world, and with sequence parallelism the B*T rows.
+void check_tp_run(const TpOptions& tp, const GPTConfig& cfg, int world, int B, int T, const char* world_flag);
+// The engine's geometry for a run: this rank's tensor-parallel slice of the units (rank 0 of its group: every
+// rank's slices are the same size), sharded over the world / tp.size data-parallel ranks.
+EngineGeometry engine_geometry(const MemPlanInput& in);
 // The per-rank prediction: one simulated training step's memory ledger (src/sim/sim_step.h); sampling, its
 // closed form. Throws gpt::Error on an invalid input or sizes past 2^63 bytes.
 MemPlan plan_memory(const MemPlanInput& in);

@@ -51,9 +51,9 @@ std::unique_ptr<Backend> SimBackend::host_side() {
 }
 
 // As the cuda backend: one scratch block sized for the largest shapes, grown (never shrunk) when asked.
-void SimBackend::reserve_workspace(int B, int T, int C, int NH, int max_bias_oc) {
+void SimBackend::reserve_workspace(int B, int T, int C, int NH, int max_bias_oc, int tp) {
   if (kind_ != DeviceKind::cuda || host_of_) return;
-  const int64_t need = cuda::op_scratch_bytes(B, T, C, NH, max_bias_oc, attention_, cudnn_ws_);
+  const int64_t need = cuda::op_scratch_bytes(B, T, C, NH, max_bias_oc, attention_, cudnn_ws_, tp);
   if (need <= scratch_bytes_) return;
   free(scratch_);
   scratch_ = alloc((size_t)need, MemCat::workspace);

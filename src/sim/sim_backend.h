@@ -52,7 +52,7 @@ class SimBackend : public Backend {
   void* alloc_host(size_t bytes, MemCat cat) override;
   void free_host(void* p) override;
   DeviceInfo& device_info() const override { return info_; }
-  void reserve_workspace(int B, int T, int C, int NH, int max_bias_oc) override;
+  void reserve_workspace(int B, int T, int C, int NH, int max_bias_oc, int tp) override;
   std::unique_ptr<Backend> host_side() override;
   void host_write(void*, const void*, size_t) override {}
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "src/core/check.h"
+#include "src/dist/mesh.h"
 #include "src/fsdp/make_engine.h"
 #include "src/model/gpt.h"
 #include "src/plan/collectives.h"
@@ -76,9 +77,17 @@ SimResult simulate_step(const SimRun& r) {
   // GPU ranks talk through NCCL (one stream, issue order), CPU ranks through MPI.
   std::unique_ptr<Communicator> world = make_sim_world(N, R, tl, pricing.net.get(), pricing.overlap, cuda);
 
-  // As the trainer makes them (Trainer::make_model_and_engine).
-  GPT model(be, r.run.cfg, r.run.recompute, r.run.wrap, r.run.offload_activations);
-  std::unique_ptr<ShardingEngine> engine_ptr = make_engine(be, *world, model.layout(), r.run.fsdp);
+  // As the trainer makes them (Trainer::make_model_and_engine): with tensor parallelism, the mesh's groups.
+  const TpOptions& tpo = r.run.tp;
+  Mesh mesh;
+  std::unique_ptr<TensorParallel> tp;
+  if (tpo.size > 1) {
+    mesh = make_mesh(*world, tpo.size);
+    tp = std::make_unique<TensorParallel>(*mesh.tp, tpo.sequence_parallel, be.compute_dtype());
+  }
+  GPT model(be, r.run.cfg, r.run.recompute, r.run.wrap, r.run.offload_activations, tp.get());
+  std::unique_ptr<ShardingEngine> engine_ptr =
+      make_engine(be, mesh.dp ? *mesh.dp : *world, model.layout(), r.run.fsdp);
   ShardingEngine& engine = *engine_ptr;
   model.reserve_workspace(r.run.B, r.run.T);
   ObservedParams params(engine, be, *world);
@@ -98,6 +107,7 @@ SimResult simulate_step(const SimRun& r) {
   }
   tl.restart();  // the set-up (allocation, zeroing) is not the step
   engine.begin_traffic_step();
+  if (mesh.tp) mesh.tp->ledger().begin_step();
   const double comm0 = sim_comm_seconds(*world);
   try {
     if (r.run.fsdp.inference) {  // eval's pass (Trainer::evaluate): a forward with targets, no gradients
@@ -118,6 +128,11 @@ SimResult simulate_step(const SimRun& r) {
   const CommCounters c = engine.traffic_step();
   out.bytes = c.bytes_sent;
   out.calls = c.calls;
+  if (mesh.tp) {
+    const CommCounters t = mesh.tp->ledger().step();
+    out.tp_bytes = t.bytes_sent;
+    out.tp_calls = t.calls;
+  }
   out.step_s = tl.host_time();
   out.phases = tl.phases();
   out.comm_s = sim_comm_seconds(*world) - comm0;
@@ -136,17 +151,29 @@ SimResult simulate_step(const SimRun& r) {
   return out;
 }
 
-std::string traffic_line(const SimResult& r, int grad_accum) {
+namespace {
+// "all_gather 2.3 MiB (8 calls), reduce_scatter 1.2 MiB (4 calls)" and the total bytes.
+std::string kinds_line(const std::array<int64_t, kCollKinds>& bytes, const std::array<int64_t, kCollKinds>& calls,
+                       int64_t* total) {
   std::string kinds;
-  int64_t total = 0;
   for (int k = 0; k < kCollKinds; k++) {
-    if (r.calls[k] == 0 || r.bytes[k] == 0) continue;
-    kinds += str(kinds.empty() ? "" : ", ", collkind_name((CollKind)k), " ", r.bytes[k] / 1048576.0, " MiB (",
-                 r.calls[k], " calls)");
-    total += r.bytes[k];
+    if (calls[k] == 0 || bytes[k] == 0) continue;
+    kinds += str(kinds.empty() ? "" : ", ", collkind_name((CollKind)k), " ", bytes[k] / 1048576.0, " MiB (", calls[k],
+                 " calls)");
+    *total += bytes[k];
   }
+  return kinds.empty() ? std::string("none") : kinds;
+}
+}  // namespace
+
+std::string traffic_line(const SimResult& r, int grad_accum) {
+  int64_t total = 0;
+  const std::string fsdp = kinds_line(r.bytes, r.calls, &total);
+  std::string tp;
+  for (int64_t c : r.tp_calls)
+    if (c) tp = kinds_line(r.tp_bytes, r.tp_calls, &total);
   return str("traffic per step per rank (", grad_accum, " micro-step", grad_accum > 1 ? "s" : "",
-             ", the simulated step's ledger): ", kinds.empty() ? std::string("none") : kinds, " = ",
+             ", the simulated step's ledger): ", tp.empty() ? "" : "fsdp ", fsdp, tp.empty() ? "" : "; tp " + tp, " = ",
              total / 1048576.0, " MiB");
 }
 

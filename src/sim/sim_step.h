@@ -35,8 +35,10 @@ struct SimResult {
   // memory: the ledger after the step (within a step nothing is freed, so what is live is the peak)
   std::array<MemBreakdown, kMemDomains> peak{};
   int64_t device_peak = 0, host_peak = 0;
-  // traffic: the communication ledger's bytes and calls per kind, over the world and its splits
+  // traffic: the communication ledger's bytes and calls per kind: the engine's (its shard and replica groups)
+  // and, with tensor parallelism, the tensor-parallel group's apart
   std::array<int64_t, kCollKinds> bytes{}, calls{};
+  std::array<int64_t, kCollKinds> tp_bytes{}, tp_calls{};
   // time (all 0 without a hardware file)
   double step_s = 0;
   std::array<double, kPhases> phases{};  // sums to step_s

@@ -8,6 +8,7 @@
 #include "src/model/config.h"
 #include "src/model/init_rule.h"
 #include "src/model/recompute.h"
+#include "src/model/tp_shape.h"
 #include "src/model/wrap.h"
 #include "src/train/optimizer.h"
 
@@ -31,6 +32,7 @@ struct TrainOptions {
   std::string device = "auto";     // --device cpu|cuda|auto
   std::string attention = "auto";  // --attention auto|simple|fused|cudnn (kernels/attention_rules.h)
   FsdpOptions fsdp;                // --shard, --shard-group, --gather-slots, --no-sync, --offload
+  TpOptions tp;                    // --tp, --sequence-parallel: the mesh is (world / tp.size) x tp.size
   RecomputePolicy recompute;       // --recompute
   WrapPolicy wrap;                 // --wrap: which blocks form one sharding unit (model/wrap.h)
   bool offload_activations = false;  // --offload ...,activations: kept activations in host memory

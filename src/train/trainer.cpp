@@ -38,10 +38,12 @@ void Trainer::check_batch() {
   const GPTConfig& cfg = opt_.model;
   GPT_CHECK(opt_.B >= 1 && opt_.T >= 1, "-B and -T must be >= 1 (got ", opt_.B, ", ", opt_.T, ")");
   GPT_CHECK(opt_.T <= cfg.max_seq_len, "-T ", opt_.T, " exceeds --seq-len ", cfg.max_seq_len);
-  const int64_t micro_tokens = (int64_t)opt_.B * opt_.T * world_.world();
+  check_tp_run(opt_.tp, cfg, world_.world(), opt_.B, opt_.T, "the world size");
+  // the ranks of a tensor-parallel group share their sequences: a micro-step takes B per data-parallel rank
+  const int64_t micro_tokens = (int64_t)opt_.B * opt_.T * dp_size();
   if (opt_.total_batch == 0) opt_.total_batch = micro_tokens;
-  GPT_CHECK(opt_.total_batch % micro_tokens == 0, "--total-batch ", opt_.total_batch,
-            " must be a multiple of B*T*ranks = ", micro_tokens);
+  GPT_CHECK(opt_.total_batch % micro_tokens == 0, "--total-batch ", opt_.total_batch, " must be a multiple of B*T*",
+            opt_.tp.size > 1 ? "data-parallel ranks = " : "ranks = ", micro_tokens);
   accum_ = (int)(opt_.total_batch / micro_tokens);
   collective_check(world_, "start-up", [&] { check_same_config_on_all_ranks(world_, opt_); });
 }
@@ -51,6 +53,7 @@ MemPlanInput Trainer::plan_input() {
   MemPlanInput in;
   in.cfg = opt_.model;
   in.world = world_.world();
+  in.tp = opt_.tp;
   in.fsdp = opt_.fsdp;
   in.recompute = opt_.recompute;
   in.wrap = opt_.wrap;
@@ -65,9 +68,15 @@ MemPlanInput Trainer::plan_input() {
   return in;
 }
 
+// With --tp > 1 the mesh first: the model issues its tensor-parallel collectives on the TP group, and the
+// engine shards over the data-parallel one.
 void Trainer::make_model_and_engine() {
-  model_ = std::make_unique<GPT>(backend(), opt_.model, opt_.recompute, opt_.wrap, opt_.offload_activations);
-  engine_ = make_engine(backend(), *rt_.engine_comm, model_->layout(), opt_.fsdp);
+  if (opt_.tp.size > 1) {
+    mesh_ = make_mesh(*rt_.engine_comm, opt_.tp.size);
+    tp_ = std::make_unique<TensorParallel>(*mesh_.tp, opt_.tp.sequence_parallel, backend().compute_dtype());
+  }
+  model_ = std::make_unique<GPT>(backend(), opt_.model, opt_.recompute, opt_.wrap, opt_.offload_activations, tp_.get());
+  engine_ = make_engine(backend(), mesh_.dp ? *mesh_.dp : *rt_.engine_comm, model_->layout(), opt_.fsdp);
   model_->reserve_workspace(opt_.B, opt_.T);  // op scratch, before step 1 (the start-up report shows it)
 }
 
@@ -77,7 +86,8 @@ void Trainer::open_data() {
   auto open = [&](const std::string& pattern, const char* flag) {
     std::unique_ptr<DataLoader> loader;
     try {
-      loader = std::make_unique<DataLoader>(pattern, opt_.B, opt_.T, world_.rank(), world_.world(), opt_.model.vocab_size);
+      // each data-parallel rank its own rows; the ranks of a tensor-parallel group the same ones
+      loader = std::make_unique<DataLoader>(pattern, opt_.B, opt_.T, dp_rank(), dp_size(), opt_.model.vocab_size);
     } catch (const Error& e) {
       fail(flag, ": ", e.what());
     }
@@ -165,13 +175,23 @@ void Trainer::init_params() {
   const Layout file_layout(layout.config());  // a model file's units are the default layout's
   std::vector<const float*> file_units;  // [unit of file_layout] -> its numel floats in w
   for (const std::vector<float>& u : w.units) file_units.push_back(u.data());
-  std::vector<float> full;  // (numel of unit u) fp32
+  // With tensor parallelism this rank's slices are cut from the whole units the model would have without it
+  // (same wrap, so unit u holds the same blocks), which init_unit draws the same way whatever the split.
+  const Layout whole(layout.config(), layout.wrap());
+  std::vector<float> full, slice;  // (numel of unit u) fp32: the whole unit; this rank's slice of it
   for (int u = 0; u < layout.num_units(); u++) {
-    full.assign((size_t)layout.unit(u).numel, 0.0f);
+    full.assign((size_t)whole.unit(u).numel, 0.0f);
     if (!w.units.empty()) {
-      copy_unit(layout, u, file_layout, file_units, full.data());
+      copy_unit(whole, u, file_layout, file_units, full.data());
     } else {
-      GPT::init_unit(layout, u, opt_.seed, full.data(), opt_.init);
+      GPT::init_unit(whole, u, opt_.seed, full.data(), opt_.init);
+    }
+    if (layout.tp().size > 1) {
+      std::vector<const float*> src((size_t)whole.num_units(), nullptr);
+      src[(size_t)u] = full.data();
+      slice.assign((size_t)layout.unit(u).numel, 0.0f);
+      copy_unit(layout, u, whole, src, slice.data());
+      full.swap(slice);
     }
     engine_->set_unit_from_host(u, full.data());
   }
@@ -240,15 +260,37 @@ void Trainer::save() {
   save_checkpoint(opt_.out_dir, *engine_, progress_, opt_.keep);
 }
 
-void Trainer::export_model(const std::string& path) {
+// Every unit whole, on every rank (collective): gathered from the data-parallel shards, then, with tensor
+// parallelism, from the group's slices (every rank's unit u has the same size), each put in its place.
+std::vector<std::vector<float>> Trainer::whole_units() {
   const Layout& layout = model_->layout();
   std::vector<std::vector<float>> units;
   for (int u = 0; u < layout.num_units(); u++) units.push_back(engine_->gather_unit_to_host(u));
+  if (!tp_) return units;
+  const int T = tp_->size();
+  const Layout whole(layout.config(), layout.wrap());
+  std::vector<std::vector<float>> out;
+  std::vector<float*> dst;
+  for (int u = 0; u < whole.num_units(); u++) out.emplace_back((size_t)whole.unit(u).numel, 0.0f);
+  for (auto& v : out) dst.push_back(v.data());
+  for (int u = 0; u < layout.num_units(); u++) {
+    const int64_t n = layout.unit(u).numel;
+    const UnitGeometry all{n * T, n * T, n, tp_->rank() * n};  // the group's slices, one after another
+    const std::vector<float> slices = gather_shards_to_host(backend(), tp_->group(), all, units[u], layout.unit(u).name);
+    for (int r = 0; r < T; r++)
+      scatter_unit(Layout(layout.config(), layout.wrap(), TpShape{T, r}), u, slices.data() + r * n, whole, dst);
+  }
+  return out;
+}
+
+void Trainer::export_model(const std::string& path) {
+  const std::vector<std::vector<float>> units = whole_units();
+  const Layout whole(model_->layout().config(), model_->layout().wrap());
   collective_check(world_, "export", [&] {
     if (world_.rank() != 0) return;
     std::vector<const float*> ptrs;
     for (auto& u : units) ptrs.push_back(u.data());
-    save_model_file(path, layout, ptrs);
+    save_model_file(path, whole, ptrs);
   });
 }
 

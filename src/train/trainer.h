@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "src/dist/communicator.h"
+#include "src/dist/mesh.h"
 #include "src/fsdp/sharding_engine.h"
 #include "src/io/data_loader.h"
 #include "src/io/tokenizer.h"
@@ -42,6 +43,8 @@ class Trainer {
   std::string sample(const std::vector<int>& prompt, int tokens, float temperature, int top_k, float top_p);
   void save();                    // checkpoint now (collective)
   void export_model(const std::string& path);  // llm.c model file (collective; rank 0 writes)
+  // Every unit of the model without tensor parallelism, whole, on every rank (collective; export, tests).
+  std::vector<std::vector<float>> whole_units();
 
   ShardingEngine& engine() { return *engine_; }
   GPT& model() { return *model_; }
@@ -59,7 +62,9 @@ class Trainer {
 
  private:
   // construction, in order (trainer.cpp)
-  void check_batch();           // -B, -T, --total-batch -> accum_; the same options on every rank
+  void check_batch();           // -B, -T, --total-batch, --tp -> accum_; the same options on every rank
+  int dp_size() const { return world_.world() / opt_.tp.size; }  // data-parallel ranks: sequences per micro-step
+  int dp_rank() const { return world_.rank() / opt_.tp.size; }
   MemPlanInput plan_input();
   void find_checkpoint();
   void make_model_and_engine();
@@ -80,6 +85,8 @@ class Trainer {
   TrainOptions opt_;
   Communicator& world_;
   Runtime rt_;  // the backend and the engine's communicator (destroyed after the model and the engine)
+  Mesh mesh_;   // --tp > 1: the tensor- and data-parallel groups over rt_'s communicator (dist/mesh.h)
+  std::unique_ptr<TensorParallel> tp_;  // --tp > 1: the model's view of its tensor-parallel group
   std::unique_ptr<GPT> model_;
   std::unique_ptr<ShardingEngine> engine_;
   std::unique_ptr<DataLoader> train_loader_;

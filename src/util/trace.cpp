@@ -66,6 +66,7 @@ std::string track_name(int t) {
   if (t == kCopyStreamD2H) return "copy stream d2h (simulated)";
   if (t == kCopiesD2H) return "copies d2h";
   if (t == kEngineStream) return "engine ops (simulated compute stream)";
+  if (t == kTpComm) return "tp collectives";
   if (t >= kReduceSlot0) return "reduce slot " + std::to_string(t - kReduceSlot0);
   if (t >= kGatherSlot0) return "gather slot " + std::to_string(t - kGatherSlot0);
   return "track " + std::to_string(t);

@@ -2,7 +2,8 @@
 // activity, so the overlap of communication and compute can be seen, not guessed.
 //   tracks: "compute" (forward / recompute / backward of each unit), "optimizer", "data", "copies h2d" and
 //   "copies d2h" (host <-> device offload traffic), one track per gather slot ("gather slot k": all-gather
-//   start -> finish) and per gradient slot ("reduce slot k": reduce-scatter start -> finish);
+//   start -> finish) and per gradient slot ("reduce slot k": reduce-scatter start -> finish), and "tp
+//   collectives" (tensor parallelism's, inside the compute they interrupt);
 //   counters: bytes of gathered parameters / gradient slots in use, and communication bytes in flight.
 // Events are B/E pairs buffered in memory; at the end every rank writes a part file and rank 0 merges the
 // parts into FILE (a JSON object with "traceEvents"). Recording is a no-op when tracing is off.
@@ -47,6 +48,7 @@ enum Track : int {
   kEngineStream = 7,  // the engine's and the optimizer's ops on the simulated compute stream
   kCopiesD2H = 8,     // device -> host copies ("copies d2h"; kCopies is "copies h2d")
   kCopyStreamD2H = 9, // the simulated machine's device -> host copy stream
+  kTpComm = 10,       // the tensor-parallel group's collectives, issued by the model (start -> wait; host time)
   kGatherSlot0 = 100,  // + slot index
   kReduceSlot0 = 200,  // + gradient slot index
 };

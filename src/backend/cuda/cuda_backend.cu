@@ -152,12 +152,12 @@ class CudaBackend final : public Backend {
   DType compute_dtype() const override { return DType::BF16; }
   size_t gemm_plan_count() const { return blas_.plans.size(); }
 
-  void reserve_workspace(int B, int T, int C, int NH, int max_bias_oc) override {
-    GPT_CHECK(B >= 1 && T >= 1 && C >= 1 && NH >= 1 && max_bias_oc >= 0,
+  void reserve_workspace(int B, int T, int C, int NH, int max_bias_oc, int tp) override {
+    GPT_CHECK(B >= 1 && T >= 1 && C >= 1 && NH >= 1 && max_bias_oc >= 0 && tp >= 1 && NH % tp == 0,
               "reserve_workspace: shapes must be positive, got B=", B, " T=", T, " C=", C, " NH=", NH,
-              " max_bias_oc=", max_bias_oc);
-    const cuda::CudnnPlanWorkspace ws = plan_cudnn_attention(B, T, C, NH);
-    const size_t need = (size_t)cuda::op_scratch_bytes(B, T, C, NH, max_bias_oc, attention_, ws);
+              " max_bias_oc=", max_bias_oc, " tp=", tp);
+    const cuda::CudnnPlanWorkspace ws = plan_cudnn_attention(B, T, C / tp, NH / tp);
+    const size_t need = (size_t)cuda::op_scratch_bytes(B, T, C, NH, max_bias_oc, attention_, ws, tp);
     if (need > scratch_bytes_) grow_scratch(need);
     reserved_ = true;
   }
