@@ -204,6 +204,20 @@ std::vector<TpRun> tp_runs(const TensorSpec& t, TpShape tp) {
   return runs;
 }
 
+TpPlace tp_place(const TensorSpec& t, int T, int64_t f) {
+  if (t.split == TpSplit::none || T == 1) return {0, f, t.numel * (t.split == TpSplit::none ? 1 : T) - f};
+  if (t.split == TpSplit::cols) {
+    const int64_t full_cols = t.cols * T, row = f / full_cols, c = f % full_cols;
+    return {(int)(c / t.cols), row * t.cols + c % t.cols, t.cols - c % t.cols};
+  }
+  const int64_t row = t.rows == 1 ? 1 : t.cols;                       // elements per split row
+  const int64_t per_part = (t.rows == 1 ? t.cols : t.rows) / t.parts;  // a rank's rows of a part
+  const int64_t r = f / row, within = f % row;                         // the full tensor's row, and column
+  const int64_t part = r / (per_part * T), q = r % (per_part * T);
+  const int64_t local_row = part * per_part + q % per_part;
+  return {(int)(q / per_part), local_row * row + within, (per_part - q % per_part) * row - within};
+}
+
 void scatter_unit(const Layout& from, int u, const float* src, const Layout& to, const std::vector<float*>& dst) {
   GPT_CHECK(to.tp().size == 1 && to.config() == from.config(), "layout: scatter_unit into a layout with tensor "
             "parallelism, or of another model");

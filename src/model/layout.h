@@ -153,6 +153,14 @@ struct TpRun {
   int64_t local = 0, full = 0, numel = 0;
 };
 std::vector<TpRun> tp_runs(const TensorSpec& local, TpShape tp);
+// The inverse: which rank of a group of `size` holds element `full` of the whole tensor (a tensor the group keeps
+// whole: rank 0, though every rank has it), where in its slice (`local`), and how many elements from there on
+// stay in one run of that slice (`numel`). `local_spec`: any rank's TensorSpec of the tensor (all have one shape).
+struct TpPlace {
+  int rank = 0;
+  int64_t local = 0, numel = 0;
+};
+TpPlace tp_place(const TensorSpec& local_spec, int size, int64_t full);
 // The inverse of copy_unit's slicing: tensor-parallel rank `from.tp().rank`'s unit u (its numel floats) written
 // into its place in the whole units of `to` (a layout without tensor parallelism; dst[v] = unit v's numel floats).
 void scatter_unit(const Layout& from, int u, const float* src, const Layout& to, const std::vector<float*>& dst);

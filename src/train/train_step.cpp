@@ -8,19 +8,16 @@
 
 namespace gpt {
 
-namespace {
-// The global gradient norm's square, every parameter once. With tensor parallelism each rank's engine holds
-// its slices of the split tensors and a whole copy of each replicated one (the same on every rank of the
-// group: GPT::sum_replicated_grads), so the split tensors' sums are added over the group and the replicated
-// ones counted once.
-double grad_sumsq(GPT& model, ShardingEngine& engine) {
+// With tensor parallelism each rank's engine holds its slices of the split tensors and a whole copy of each
+// replicated one (the same on every rank of the group: GPT::sum_replicated_grads), so the split tensors' sums
+// are added over the group and the replicated ones counted once.
+double global_grad_sumsq(GPT& model, ShardingEngine& engine) {
   TensorParallel* tp = model.tensor_parallel();
   if (!tp) return engine.grad_sumsq();
   const double split = engine.grad_sumsq([](const TensorSpec& t) { return t.split != TpSplit::none; });
   const double whole = engine.grad_sumsq([](const TensorSpec& t) { return t.split == TpSplit::none; });
   return tp->group().all_reduce_scalar(split, ReduceOp::sum) + whole;
 }
-}  // namespace
 
 TrainStepResult run_train_step(GPT& model, ShardingEngine& engine, ParamSource& params, Communicator& world,
                                const TrainStepSpec& spec, const std::function<void(int*, int*)>& next_batch) {
@@ -46,7 +43,7 @@ TrainStepResult run_train_step(GPT& model, ShardingEngine& engine, ParamSource& 
   TrainStepResult r;
   const double mean = model.take_loss_sum() / tokens;
   r.loss = (float)(world.world() > 1 ? world.all_reduce_scalar(mean, ReduceOp::avg) : mean);
-  r.grad_norm = std::sqrt(grad_sumsq(model, engine));
+  r.grad_norm = std::sqrt(global_grad_sumsq(model, engine));
   if (spec.poison_loss) r.loss = NAN;
   r.skipped = !std::isfinite(r.loss) || !std::isfinite(r.grad_norm);
   if (!r.skipped) {

@@ -27,6 +27,10 @@ struct TrainStepResult {
   bool skipped = false;    // non-finite loss or norm: no update applied
 };
 
+// The square of the global gradient norm, every parameter counted once (collective over the engine's groups
+// and, with tensor parallelism, the model's).
+double global_grad_sumsq(GPT& model, ShardingEngine& engine);
+
 // next_batch(inputs, targets) fills B*T token ids each. `params` is what the model draws its units from: the
 // engine itself, or an observer in front of it (the simulated machine's per-unit accounting).
 TrainStepResult run_train_step(GPT& model, ShardingEngine& engine, ParamSource& params, Communicator& world,

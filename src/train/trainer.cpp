@@ -15,6 +15,7 @@
 #include "src/runtime/preflight_run.h"
 #include "src/train/config_hash.h"
 #include "src/train/train_step.h"
+#include "src/train/whole_model.h"
 #include "src/util/log.h"
 #include "src/util/trace.h"
 
@@ -260,31 +261,8 @@ void Trainer::save() {
   save_checkpoint(opt_.out_dir, *engine_, progress_, opt_.keep);
 }
 
-// Every unit whole, on every rank (collective): gathered from the data-parallel shards, then, with tensor
-// parallelism, from the group's slices (every rank's unit u has the same size), each put in its place.
-std::vector<std::vector<float>> Trainer::whole_units() {
-  const Layout& layout = model_->layout();
-  std::vector<std::vector<float>> units;
-  for (int u = 0; u < layout.num_units(); u++) units.push_back(engine_->gather_unit_to_host(u));
-  if (!tp_) return units;
-  const int T = tp_->size();
-  const Layout whole(layout.config(), layout.wrap());
-  std::vector<std::vector<float>> out;
-  std::vector<float*> dst;
-  for (int u = 0; u < whole.num_units(); u++) out.emplace_back((size_t)whole.unit(u).numel, 0.0f);
-  for (auto& v : out) dst.push_back(v.data());
-  for (int u = 0; u < layout.num_units(); u++) {
-    const int64_t n = layout.unit(u).numel;
-    const UnitGeometry all{n * T, n * T, n, tp_->rank() * n};  // the group's slices, one after another
-    const std::vector<float> slices = gather_shards_to_host(backend(), tp_->group(), all, units[u], layout.unit(u).name);
-    for (int r = 0; r < T; r++)
-      scatter_unit(Layout(layout.config(), layout.wrap(), TpShape{T, r}), u, slices.data() + r * n, whole, dst);
-  }
-  return out;
-}
-
 void Trainer::export_model(const std::string& path) {
-  const std::vector<std::vector<float>> units = whole_units();
+  const std::vector<std::vector<float>> units = whole_model_units(backend(), *engine_, *model_);
   const Layout whole(model_->layout().config(), model_->layout().wrap());
   collective_check(world_, "export", [&] {
     if (world_.rank() != 0) return;

@@ -43,8 +43,6 @@ class Trainer {
   std::string sample(const std::vector<int>& prompt, int tokens, float temperature, int top_k, float top_p);
   void save();                    // checkpoint now (collective)
   void export_model(const std::string& path);  // llm.c model file (collective; rank 0 writes)
-  // Every unit of the model without tensor parallelism, whole, on every rank (collective; export, tests).
-  std::vector<std::vector<float>> whole_units();
 
   ShardingEngine& engine() { return *engine_; }
   GPT& model() { return *model_; }

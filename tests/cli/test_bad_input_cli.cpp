@@ -63,6 +63,23 @@ TEST(BadInput, TheNaiveEngineRefusesTheFullEnginesOptions) {
   EXPECT_EQ(r.code, 0) << r.out;
 }
 
+// Tensor parallelism's mesh and split, each refused in one line naming the values, before anything runs.
+TEST(BadInput, TensorParallelMeshesThatCannotWork) {
+  const std::string m = "memplan --n-layer 2 --n-head 4 --d-model 64 --vocab 97 -B 2 -T 8 ";
+  expect_gpt_error(m + "--world 2 --tp 4", "--tp 4 is larger than --world 2");
+  expect_gpt_error(m + "--world 6 --tp 4", "--tp 4 must divide --world 6");
+  expect_gpt_error("memplan --n-layer 2 --n-head 6 --d-model 96 --vocab 97 --world 6 --tp 4", "--tp 4 must divide");
+  expect_gpt_error("memplan --n-layer 2 --n-head 6 --d-model 96 --vocab 97 --world 3 --tp 3",
+                   "--tp 3 must divide the padded vocabulary 128");
+  expect_gpt_error("memplan --n-layer 2 --n-head 4 --d-model 64 --vocab 97 --world 2 --tp 2 -B 1 -T 7",
+                   "must divide the B*T = 7 rows");
+  expect_gpt_error(m + "--world 8 --tp 2 --shard hybrid --shard-group 3", "--shard-group 3 must divide");
+  expect_gpt_error(m + "--world 2 --sequence-parallel on", "--sequence-parallel on needs --tp > 1");
+  expect_gpt_error(m + "--world 2 --tp 2 --sequence-parallel maybe", "--sequence-parallel: expected on or off");
+  expect_gpt_error(std::string(kTiny) + "--steps 1 --tp 2 --train '" + shakespeare_byte_dir() + "/train_*.bin'",
+                   "--tp 2 is larger than the world size 1");
+}
+
 TEST(BadInput, OutputFilesAreChecked) {
   const std::string dir = scratch_dir(), model = make_model(dir + "/run");
   expect_gpt_error("export --from " + model + " --out " + dir, "--out " + dir + ": is a directory");
