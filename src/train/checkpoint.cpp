@@ -2,13 +2,17 @@
 //   "GPTCKPT1" then int64 words: version, world, rank, group, strategy, L, NH, C, maxT, V, Vp, num_units,
 //   step, rng[4], data.shard, data.offset, bad_steps, rng has_spare, rng spare (bits), and from version 2 on
 //   updates (the AdamW updates applied: step less the skipped ones), from version 3 on the wrap (kind as
-//   WrapPolicy::Kind, then its n); then per unit: numel, padded, shard_numel, shard_offset; then per unit its
-//   param, m and v shards as fp32 (shard_numel each). A version-1 file has no updates word and reads as
-//   updates = step. Files of versions 1 and 2 have the legacy layout (Layout::legacy: one block per unit and
-//   the final layernorm in a unit of its own).
-// Loading reshards across world sizes and across wraps alike: each tensor of the run's layout is read from
-// where the file's layout put it (Layout::map_range), so a run saved with --wrap blocks:4 resumes under
-// --wrap block, and a version-2 file resumes under any wrap.
+//   WrapPolicy::Kind, then its n), from version 4 on the tensor-parallel size T; then per unit: numel, padded,
+//   shard_numel, shard_offset; then per unit its param, m and v shards as fp32 (shard_numel each). A version-1
+//   file has no updates word and reads as updates = step. Files of versions 1 and 2 have the legacy layout
+//   (Layout::legacy: one block per unit and the final layernorm in a unit of its own); before version 4, T = 1.
+//   Rank r is tensor-parallel rank r % T of data-parallel rank r / T (dist/mesh.h); its units are that
+//   tensor-parallel rank's slices (Layout with TpShape{T, r % T}), sharded over its data-parallel group.
+// Loading reshards across world sizes, wraps and tensor-parallel sizes alike (SavedShards::read_into): each
+// tensor of the run's layout is read from where the file's layout put it, through the whole tensor when the
+// two split it over different groups (tp_runs, tp_place), so a run saved at T = 2 x DP = 2 resumes at T = 1 x
+// DP = 4 or T = 4, one saved with --wrap blocks:4 resumes under --wrap block, and a version-2 file resumes
+// under any wrap.
 // manifest.txt: "gpt-checkpoint 1", "step S", "world N", then "file NAME BYTES CRC32" per rank.
 #include "src/train/checkpoint.h"
 
@@ -18,6 +22,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "src/dist/collective_check.h"
@@ -30,9 +35,9 @@ namespace gpt {
 namespace {
 
 constexpr char kMagic[8] = {'G', 'P', 'T', 'C', 'K', 'P', 'T', '1'};
-constexpr int kVersion = 3;
-constexpr int kFixedWords = 25;  // version 3's; version 2 has the first 23, version 1 the first 22
-int fixed_words(int64_t version) { return version == 1 ? 22 : version == 2 ? 23 : kFixedWords; }
+constexpr int kVersion = 4;
+constexpr int kFixedWords = 26;  // version 4's; version 3 has the first 25, version 2 the first 23, version 1 22
+int fixed_words(int64_t version) { return version == 1 ? 22 : version == 2 ? 23 : version == 3 ? 25 : kFixedWords; }
 // The shards a checkpoint keeps per unit, in file order (the gradient is not kept: a step starts from zero).
 constexpr ShardState kSaved[] = {ShardState::param, ShardState::adam_m, ShardState::adam_v};
 constexpr int kSavedStates = 3;
@@ -43,10 +48,11 @@ struct UnitMeta {
 struct RankFile {
   std::string path;
   int64_t world = 0, rank = 0, group = 0, strategy = 0, step = 0, bad_steps = 0, updates = 0;
+  int64_t tp = 1;       // version 4 on: the tensor-parallel size T
   GPTConfig config;
   WrapPolicy wrap;      // version 3 on
   bool legacy = false;  // versions 1 and 2: Layout::legacy
-  Layout layout() const { return legacy ? Layout::legacy(config) : Layout(config, wrap); }
+  Layout layout() const { return legacy ? Layout::legacy(config) : Layout(config, wrap, TpShape{(int)tp, (int)(rank % tp)}); }
   Rng rng;
   DataPosition data;
   std::vector<UnitMeta> units;
@@ -80,7 +86,7 @@ RankFile read_rank_header(const std::string& path) {
   int64_t w[kFixedWords];
   f.read(reinterpret_cast<char*>(w), 8);
   GPT_CHECK(f && w[0] >= 1 && w[0] <= kVersion, "checkpoint file ", path,
-            f ? ": unsupported version " + std::to_string(w[0]) + " (expected 1 to 3)" : ": truncated header");
+            f ? ": unsupported version " + std::to_string(w[0]) + " (expected 1 to 4)" : ": truncated header");
   const int words = fixed_words(w[0]);
   f.read(reinterpret_cast<char*>(w + 1), 8 * (words - 1));
   GPT_CHECK(f, "checkpoint file ", path, ": truncated header");
@@ -109,7 +115,18 @@ RankFile read_rank_header(const std::string& path) {
     h.wrap.kind = (WrapPolicy::Kind)w[23];
     h.wrap.n = w[24];
   }
-  const Layout layout = h.layout();
+  if (w[0] >= 4) {
+    h.tp = w[25];
+    GPT_CHECK(h.tp >= 1 && h.world % h.tp == 0 && h.group <= h.world / h.tp, "checkpoint file ", path,
+              ": tensor-parallel size ", h.tp, " does not divide its world ", h.world, " into data-parallel groups of ",
+              h.group, " or more ranks");
+  }
+  Layout layout = Layout::legacy(h.config);
+  try {
+    layout = h.layout();
+  } catch (const Error& e) {  // a recorded T no layout of this model can be split over
+    fail("checkpoint file ", path, ": its tensor-parallel size cannot split the model: ", e.what());
+  }
   const int64_t nu = w[11];
   GPT_CHECK(nu == layout.num_units(), "checkpoint file ", path, ": ", nu, " units, but ", h.config.num_layers,
             " layers under --wrap ", h.wrap.str(), " make ", layout.num_units());
@@ -131,7 +148,7 @@ RankFile read_rank_header(const std::string& path) {
     UnitMeta m{um[4 * u], um[4 * u + 1], um[4 * u + 2], um[4 * u + 3]};
     // Division, not shard_numel * group: a hostile shard_numel must not overflow (then wrap into a match).
     GPT_CHECK(m.numel == layout.unit(u).numel && m.padded >= m.numel && m.padded % h.group == 0 &&
-                  m.shard_numel == m.padded / h.group && m.shard_offset == (h.rank % h.group) * m.shard_numel,
+                  m.shard_numel == m.padded / h.group && m.shard_offset == (h.rank / h.tp % h.group) * m.shard_numel,
               "checkpoint file ", path, ": inconsistent geometry for unit ", layout.unit(u).name);
     GPT_CHECK(m.shard_numel <= (size - expect) / 12, "checkpoint file ", path, ": size ", size,
               " bytes, too small for the shards of unit ", layout.unit(u).name);
@@ -183,20 +200,82 @@ void verify_file(const std::string& dir, const Manifest::Entry& e) {
             n, " bytes, crc ", crc, "; manifest says ", e.bytes, " bytes, crc ", e.crc, ")");
 }
 
-// Fills out[0 .. hi-lo) with elements [lo, hi) of unit u's shard kSaved[which] from the files.
-void read_range(const std::vector<RankFile>& files, int u, int which, int64_t lo, int64_t hi, float* out) {
-  std::fill(out, out + (hi - lo), 0.0f);
-  for (const RankFile& f : files) {
-    if (f.rank >= f.group) break;  // replicas of group 0 hold the same shards: read group 0 only
-    const UnitMeta& m = f.units[u];
-    const int64_t a = std::max(lo, m.shard_offset), b = std::min({hi, m.shard_offset + m.shard_numel, m.numel});
-    if (a >= b) continue;
-    std::ifstream in(f.path, std::ios::binary);
-    in.seekg(f.unit_data_offset(u, which) + (a - m.shard_offset) * 4);
-    in.read(reinterpret_cast<char*>(out + (a - lo)), (b - a) * 4);
-    GPT_CHECK(in, "checkpoint file ", f.path, ": read failed");
+// A checkpoint's shards, read by range through files kept open. Tensor-parallel rank t's units are in the
+// files of ranks r with r % T == t; a data-parallel group's first G ranks hold them all (the replicas across
+// groups hold the same shards, so only the first group is read).
+class SavedShards {
+ public:
+  explicit SavedShards(std::vector<RankFile> files) : files_(std::move(files)), tp_((int)files_[0].tp) {
+    for (int t = 0; t < tp_; t++) {
+      RankFile one = files_[0];
+      one.rank = t;  // the layout of tensor-parallel rank t
+      layouts_.push_back(one.layout());
+    }
   }
-}
+  const RankFile& first() const { return files_[0]; }
+  int tp() const { return tp_; }
+  const Layout& layout(int t) const { return layouts_[t]; }
+
+  // out[0 .. hi-lo) = elements [lo, hi) of tensor-parallel rank t's unit u, state kSaved[which] (the unit's
+  // padding: 0).
+  void read(int t, int u, int which, int64_t lo, int64_t hi, float* out) {
+    std::fill(out, out + (hi - lo), 0.0f);
+    for (const RankFile& f : files_) {
+      if (f.rank % tp_ != t || f.rank / tp_ >= f.group) continue;
+      const UnitMeta& m = f.units[u];
+      const int64_t a = std::max(lo, m.shard_offset), b = std::min({hi, m.shard_offset + m.shard_numel, m.numel});
+      if (a >= b) continue;
+      std::ifstream& in = stream(f.path);
+      in.seekg(f.unit_data_offset(u, which) + (a - m.shard_offset) * 4);
+      in.read(reinterpret_cast<char*>(out + (a - lo)), (b - a) * 4);
+      GPT_CHECK(in, "checkpoint file ", f.path, ": read failed");
+    }
+  }
+
+  // out[0 .. hi-lo) = elements [lo, hi) of unit u of `dst`, a layout of the same model under any wrap and
+  // tensor-parallel shape: tensor by tensor from wherever the files put it (padding: 0).
+  void read_into(const Layout& dst, int u, int which, int64_t lo, int64_t hi, float* out) {
+    std::fill(out, out + (hi - lo), 0.0f);
+    if (dst.tp().size == tp_) {  // the same slices: whole runs of units, tensor by tensor (Layout::map_range)
+      const int t = dst.tp().rank;
+      for (const UnitSpan& s : dst.map_range(u, lo, hi, layouts_[t]))
+        read(t, s.src_unit, which, s.src, s.src + s.numel, out + (s.dst - lo));
+      return;
+    }
+    for (const TensorSpec& t : dst.unit(u).tensors) {  // through the whole tensor: dst's runs, then their places
+      const int64_t a = std::max(lo, t.offset) - t.offset, b = std::min(hi, t.offset + t.numel) - t.offset;
+      if (a >= b) continue;
+      const TensorSpec& saved = *layouts_[0].locate(t.name, t.layer).spec;
+      for (const TpRun& run : tp_runs(t, dst.tp())) {
+        const int64_t la = std::max(a, run.local), lb = std::min(b, run.local + run.numel);
+        for (int64_t x = la; x < lb;) {  // x: an element of dst's slice; run.full + (x - run.local) of the whole
+          const TpPlace p = tp_place(saved, tp_, run.full + (x - run.local));
+          const int64_t n = std::min(p.numel, lb - x);
+          const TensorPlace src = layouts_[p.rank].locate(t.name, t.layer);
+          read(p.rank, src.unit, which, src.spec->offset + p.local, src.spec->offset + p.local + n,
+               out + (t.offset + x - lo));
+          x += n;
+        }
+      }
+    }
+  }
+
+ private:
+  std::ifstream& stream(const std::string& path) {
+    auto it = open_.find(path);
+    if (it == open_.end()) {
+      it = open_.emplace(path, std::ifstream(path, std::ios::binary)).first;
+      GPT_CHECK(it->second, "checkpoint file ", path, ": cannot open");
+    }
+    it->second.clear();
+    return it->second;
+  }
+
+  std::vector<RankFile> files_;
+  int tp_ = 1;
+  std::vector<Layout> layouts_;                 // [tensor-parallel rank]
+  std::map<std::string, std::ifstream> open_;  // path -> its stream
+};
 
 std::vector<RankFile> read_all_headers(const std::string& dir, const Manifest& man) {
   std::vector<RankFile> files;
@@ -206,8 +285,10 @@ std::vector<RankFile> read_all_headers(const std::string& dir, const Manifest& m
               "checkpoint file ", files.back().path, ": header disagrees with the manifest");
     // read_range indexes every file's unit table by the first file's units: all must share one geometry.
     GPT_CHECK(files.back().config == files[0].config && files.back().group == files[0].group &&
-                  files.back().wrap == files[0].wrap && files.back().legacy == files[0].legacy,
-              "checkpoint file ", files.back().path, ": model config, shard group or wrap differs from ", files[0].path);
+                  files.back().wrap == files[0].wrap && files.back().legacy == files[0].legacy &&
+                  files.back().tp == files[0].tp,
+              "checkpoint file ", files.back().path, ": model config, shard group, wrap or tensor-parallel size differs from ",
+              files[0].path);
   }
   return files;
 }
@@ -221,8 +302,12 @@ void crash_hook(int64_t step, int unit, int units) {
 
 }  // namespace
 
-std::string save_checkpoint(const std::string& run_dir, ShardingEngine& engine, const TrainProgress& p, int keep) {
-  Communicator& world = engine.world();
+std::string save_checkpoint(const std::string& run_dir, ShardingEngine& engine, const TrainProgress& p, int keep,
+                            Communicator* all) {
+  Communicator& world = all ? *all : engine.world();
+  const int64_t tp = engine.layout().tp().size;
+  GPT_CHECK(world.world() == engine.world().world() * tp, "checkpoint: the world of ", world.world(),
+            " ranks is not the engine's ", engine.world().world(), " data-parallel ranks x ", tp);
   const std::string dir = run_dir + "/" + ckpt_dir_name(p.step);
   collective_check(world, "checkpoint", [&] {
     std::error_code ec;
@@ -239,7 +324,7 @@ std::string save_checkpoint(const std::string& run_dir, ShardingEngine& engine, 
                                   c.num_layers, c.num_heads, c.channels, c.max_seq_len, c.vocab_size,
                                   c.padded_vocab_size, engine.num_units(), p.step, 0, 0, 0, 0,
                                   p.data.shard, p.data.offset, p.bad_steps, 0, 0, p.updates,
-                                  (int64_t)engine.layout().wrap().kind, engine.layout().wrap().n};
+                                  (int64_t)engine.layout().wrap().kind, engine.layout().wrap().n, tp};
     for (int i = 0; i < 4; i++) std::memcpy(&words[13 + i], &p.rng.s[i], 8);
     words[20] = (int64_t)p.rng.has_spare;
     std::memcpy(&words[21], &p.rng.spare, 8);
@@ -306,21 +391,18 @@ void verify_checkpoint(const std::string& dir, Communicator& world, const GPTCon
   });
 }
 
-TrainProgress load_checkpoint(const std::string& dir, ShardingEngine& engine, bool verify) {
-  Communicator& world = engine.world();
+TrainProgress load_checkpoint(const std::string& dir, ShardingEngine& engine, bool verify, Communicator* all) {
+  Communicator& world = all ? *all : engine.world();
   if (verify) verify_checkpoint(dir, world, engine.layout().config());
   std::vector<RankFile> files;
   collective_check(world, "resume", [&] { files = read_all_headers(dir, read_manifest(dir)); });
-  const Layout saved = files[0].layout();
+  SavedShards saved(files);
   std::vector<float> buf;  // (shard) fp32: one state of this rank's shard of a unit
   for (int u = 0; u < engine.num_units(); u++) {
     const UnitGeometry& s = engine.shard(u);
-    const int64_t lo = s.shard_offset, hi = s.shard_offset + s.shard_numel;
-    const std::vector<UnitSpan> spans = engine.layout().map_range(u, lo, hi, saved);
     for (int which = 0; which < kSavedStates; which++) {
       buf.assign((size_t)s.shard_numel, 0.0f);  // the unit's padding stays 0
-      for (const UnitSpan& sp : spans)
-        read_range(files, sp.src_unit, which, sp.src, sp.src + sp.numel, buf.data() + (sp.dst - lo));
+      saved.read_into(engine.layout(), u, which, s.shard_offset, s.shard_offset + s.shard_numel, buf.data());
       engine.shard_from_host(u, kSaved[which], buf);
     }
   }
@@ -331,6 +413,7 @@ TrainProgress load_checkpoint(const std::string& dir, ShardingEngine& engine, bo
   p.bad_steps = (int)files[0].bad_steps;
   p.updates = files[0].updates;
   p.saved_wrap = files[0].legacy ? "block (a version-2 file)" : files[0].wrap.str();
+  p.saved_tp = (int)files[0].tp;
   return p;
 }
 
@@ -342,11 +425,11 @@ ConsolidatedModel consolidate_checkpoint(const std::string& dir) {
   std::vector<RankFile> files = read_all_headers(dir, man);
   ConsolidatedModel out;
   out.config = files[0].config;
-  const Layout layout(out.config), saved = files[0].layout();
+  const Layout layout(out.config);
+  SavedShards saved(files);
   for (int u = 0; u < layout.num_units(); u++) {
     out.units.emplace_back((size_t)layout.unit(u).numel, 0.0f);
-    for (const UnitSpan& sp : layout.map_range(u, 0, layout.unit(u).numel, saved))
-      read_range(files, sp.src_unit, 0, sp.src, sp.src + sp.numel, out.units.back().data() + sp.dst);
+    saved.read_into(layout, u, 0, 0, layout.unit(u).numel, out.units.back().data());
   }
   return out;
 }

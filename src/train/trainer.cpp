@@ -157,11 +157,14 @@ void Trainer::find_checkpoint() {
 void Trainer::init_params() {
   const Layout& layout = model_->layout();
   if (!resume_from_.empty()) {
-    progress_ = load_checkpoint(resume_from_, *engine_, /*verify=*/false);
+    progress_ = load_checkpoint(resume_from_, *engine_, /*verify=*/false, &world_);
     if (train_loader_) train_loader_->set_position(progress_.data);
     log_rank0(world_, "resumed from ", resume_from_, " at step ", progress_.step,
               progress_.saved_wrap != opt_.wrap.str()
                   ? str(" (saved under --wrap ", progress_.saved_wrap, ", resharded to --wrap ", opt_.wrap.str(), ")")
+                  : std::string(),
+              progress_.saved_tp != opt_.tp.size
+                  ? str(" (saved at --tp ", progress_.saved_tp, ", resharded to --tp ", opt_.tp.size, ")")
                   : std::string());
     return;
   }
@@ -258,7 +261,7 @@ float Trainer::evaluate(int batches) {
 
 void Trainer::save() {
   GPT_CHECK(!opt_.out_dir.empty(), "save: --out RUN_DIR is required");
-  save_checkpoint(opt_.out_dir, *engine_, progress_, opt_.keep);
+  save_checkpoint(opt_.out_dir, *engine_, progress_, opt_.keep, &world_);
 }
 
 void Trainer::export_model(const std::string& path) {
