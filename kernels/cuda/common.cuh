@@ -250,45 +250,4 @@ void launch_map(bf16* out, const bf16* a, const bf16* b, size_t n, Op op, cudaSt
                 vec);
 }
 
-// ---- rows of a table added to the rows of a bf16 matrix -----------------------------------------------------
-// x[i] += table[(first + i) % period] for the n rows of x (C channels each), in fp32, rounded once to bf16: the
-// position embedding of a row range (table wpe, period T; encoder.cu) and a bias (a table of one row, period 1;
-// matmul.cu). With kVecPath (C % 8 == 0, x and table 16-byte aligned) each thread adds 8 channels with 16-byte
-// accesses; otherwise one element at a time, the same arithmetic. `units` is n*C/8 or n*C.
-template <bool kVecPath>
-__global__ void add_table_rows_kernel(bf16* x, const bf16* table, int first, int period, int C, size_t units) {
-  const size_t per_row = kVecPath ? static_cast<size_t>(C / kVec) : static_cast<size_t>(C);
-  for (size_t u = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; u < units;
-       u += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const size_t row = u / per_row;
-    const size_t c = (u % per_row) * (kVecPath ? kVec : 1);
-    const size_t t = (static_cast<size_t>(first) + row) % static_cast<size_t>(period);
-    bf16* xr = x + row * C + c;
-    const bf16* tr = table + t * C + c;
-    if constexpr (kVecPath) {
-      float a[kVec], b[kVec];
-      load8(a, xr);
-      load8(b, tr);
-#pragma unroll
-      for (int k = 0; k < kVec; k++) a[k] += b[k];
-      store8(xr, a);
-    } else {
-      *xr = to_bf16(to_f32(*xr) + to_f32(*tr));
-    }
-  }
-}
-
-inline void add_table_rows(bf16* x /*(n,C) +=*/, const bf16* table /*(period,C)*/, int first, int n, int period, int C,
-                           cudaStream_t stream) {
-  const size_t total = static_cast<size_t>(n) * C;
-  if (total == 0) return;
-  const int threads = 256;
-  if (C % kVec == 0 && aligned16(x) && aligned16(table))
-    GPT_LAUNCH(add_table_rows_kernel<true>, grid_for(total / kVec, threads), threads, 0, stream, x, table, first,
-               period, C, total / kVec);
-  else
-    GPT_LAUNCH(add_table_rows_kernel<false>, grid_for(total, threads), threads, 0, stream, x, table, first, period, C,
-               total);
-}
-
 }  // namespace gpt::cuda

@@ -25,7 +25,7 @@
 // The tensor-parallel pieces of the same op share these kernels: embedding_slice_forward is the lookup with
 // zero rows for tokens outside wte rows [lo, lo + rows) (a 16-byte copy per 8 channels); embedding_slice_backward
 // is the dwte pass above restricted to the slice (heads of tokens outside it return at once); position_forward
-// adds wpe rows to a range of grid rows (add_table_rows, common.cuh); position_backward is the dwpe pass over the
+// adds wpe rows to a range of grid rows (add_table_rows, residual.cu); position_backward is the dwpe pass over the
 // rows [first, first + n) of the grid. encoder_backward runs the dwte pass over the whole vocabulary and the dwpe
 // pass over all rows, so the slice ops over those give its gradients bit for bit.
 #include <algorithm>

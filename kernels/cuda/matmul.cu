@@ -155,7 +155,7 @@ void bias_backward(float* dbias, const bf16* dout, int N, int OC, void* scratch,
              OC);
 }
 
-// x (N,OC) += bias on every row: a table of one row (add_table_rows, common.cuh).
+// x (N,OC) += bias on every row: a table of one row (add_table_rows, residual.cu).
 void bias_forward(bf16* x, const bf16* bias, int N, int OC, cudaStream_t stream) {
   add_table_rows(x, bias, 0, N, 1, OC, stream);
 }

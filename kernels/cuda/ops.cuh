@@ -178,6 +178,11 @@ void gelu_backward(bf16* dinp /*=, may be dout*/, const bf16* inp, const bf16* d
 // ---- residual.cu ------------------------------------------------------------------------------
 void residual_forward(bf16* out, const bf16* a, const bf16* b, size_t n, cudaStream_t stream);
 void residual_backward(bf16* dstream /*+=*/, const bf16* dbranch, size_t n, cudaStream_t stream);
+// x[i] += table[(first + i) % period] for the n rows of x, in fp32, rounded once: the position embedding of a row
+// range (table wpe, period T) and a bias (a table of one row, period 1). 16-byte accesses when C % 8 == 0 and x
+// and table are 16-byte aligned.
+void add_table_rows(bf16* x /*(n,C) +=*/, const bf16* table /*(period,C)*/, int first, int n, int period, int C,
+                    cudaStream_t stream);
 
 // ---- classifier.cu ------------------------------------------------------------------------------
 // A target outside [0, V) yields a NaN loss (and no one-hot term) instead of reading out of bounds.
