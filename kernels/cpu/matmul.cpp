@@ -6,6 +6,11 @@
 // taken by threads that each own a block of columns and walk the rows in order (cache-friendly, and the
 // sum order does not depend on the thread count). gelu_matmul_backward is matmul_backward followed by the
 // GELU's backward in place on dinp (the pair the model ran before, so the results are bit-identical).
+//
+// bias_forward and bias_backward (tensor parallelism: a row-parallel product adds its bias once, after the
+// reduction of the partial products) live here because they are a linear layer's bias on its own: the
+// gradient is matmul_backward's dbias loop itself (so the same dout gives the same dbias bit for bit), and the
+// forward adds the bias row to every row (add_table_rows, ops.h, with a table of one row).
 #include <cblas.h>
 
 #include <algorithm>
@@ -24,7 +29,8 @@ void matmul_forward(float* out, const float* inp, const float* w, const float* b
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, w, C, beta, out, OC);
 }
 
-namespace {
+void bias_forward(float* x, const float* bias, int N, int OC) { add_table_rows(x, bias, 0, N, 1, OC); }
+
 // dbias[o] += sum_i dout[i, o]: each task owns a block of 16..256 columns (enough blocks to feed every
 // thread) and walks the rows in order.
 void bias_backward(float* dbias, const float* dout, int N, int OC) {
@@ -45,7 +51,6 @@ void bias_backward(float* dbias, const float* dout, int N, int OC) {
     for (int o = 0; o < n; o++) dbias[o0 + o] += acc[o];
   }
 }
-}  // namespace
 
 void matmul_gelu_forward(float* out, float* pre, const float* inp, const float* w, const float* bias, int N, int C,
                          int OC) {

@@ -31,6 +31,18 @@ void encoder_forward(float* out /*(B,T,C)*/, const int* tokens /*(B,T)*/, const 
 void encoder_backward(float* dwte /*(Vp,C) +=*/, float* dwpe /*(maxT,C) +=*/, const float* dout /*(B,T,C)*/,
                       const int* tokens /*(B,T)*/, int B, int T, int C);
 
+// The vocab-parallel pieces of the same op (tensor parallelism, Backend's section): the lookup of the tokens
+// that lie in wte rows [lo, lo + rows) (0 for the others), its gradient, and the position embedding of n rows
+// starting at grid row `first` (wpe[(first + i) % T]). encoder_forward is embedding_slice_forward over the whole
+// vocabulary then position_forward over all rows, bit for bit; the backward ops sum in row order as
+// encoder_backward does, so over the whole vocabulary and all rows they give its gradients bit for bit.
+void embedding_slice_forward(float* out /*(N,C)*/, const int* tokens /*(N)*/, const float* wte_rows /*(rows,C)*/,
+                             int lo, int rows, int N, int C);
+void embedding_slice_backward(float* dwte_rows /*(rows,C) +=*/, const float* dout /*(N,C)*/, const int* tokens /*(N)*/,
+                              int lo, int rows, int N, int C);
+void position_forward(float* x /*(n,C) +=*/, const float* wpe /*(maxT,C)*/, int first, int n, int T, int C);
+void position_backward(float* dwpe /*(maxT,C) +=*/, const float* dout /*(n,C)*/, int first, int n, int T, int C);
+
 // ---- layernorm over the last dim (eps 1e-5, biased variance) ------------------------------------
 void layernorm_forward(float* out /*(N,C)*/, float* mean /*(N)*/, float* rstd /*(N)*/,
                        const float* inp /*(N,C)*/, const float* w /*(C)*/, const float* b /*(C)*/, int N,
@@ -65,6 +77,11 @@ void gelu_matmul_backward(float* dpre /*(N,C) =*/, float* dw /*(OC,C) +=*/, floa
                           const float* dout /*(N,OC)*/, const float* inp /*(N,C) = gelu(pre)*/,
                           const float* pre /*(N,C)*/, const float* w /*(OC,C)*/, int N, int C, int OC);
 
+// A bias added on its own (a row-parallel product's, after the reduction of its partial products): x += bias on
+// every row; and its gradient, the column sums of dout in row order (matmul_backward's dbias, the same loop).
+void bias_forward(float* x /*(N,OC) +=*/, const float* bias /*(OC)*/, int N, int OC);
+void bias_backward(float* dbias /*(OC) +=*/, const float* dout /*(N,OC)*/, int N, int OC);
+
 // ---- causal self-attention on packed qkv; the state is the softmax probabilities -----------------
 void attention_forward(float* out /*(B,T,C)*/, float* att /*(B,NH,T,T)*/, const float* qkv /*(B,T,3C)*/,
                        int B, int T, int C, int NH);
@@ -93,6 +110,19 @@ void classifier_forward(float* losses /*(N)*/, const float* logits /*(N,Vp)*/, c
 // summed in double in row order and added to *loss_sum.
 void classifier_backward(float* logits_to_dlogits /*(N,Vp)*/, float* losses /*(N)*/, double* loss_sum /*(1) +=*/,
                          const int* targets /*(N)*/, float dloss, int N, int V, int Vp);
+
+// The vocab-parallel cross-entropy over this rank's columns [lo, lo + Vs) of the vocabulary, the first `valid`
+// real (Backend::classifier_slice_*): the row max and the target's logit, then the exp-sum at the group's max,
+// then the losses (and the dlogits in place, when logits_to_dlogits is not null) from the group's statistics.
+// Same fast_exp, row_max and summation loops as the two ops above.
+void classifier_slice_stats(float* maxes /*(N)*/, float* target /*(N)*/, const float* logits /*(N,Vs)*/,
+                            const int* targets /*(N)*/, int lo, int valid, int N, int Vs, int V);
+void classifier_slice_sumexp(float* sums /*(N)*/, const float* logits /*(N,Vs)*/, const float* maxes /*(N)*/,
+                             int valid, int N, int Vs);
+void classifier_slice_backward(float* logits_to_dlogits /*(N,Vs) or null*/, float* losses /*(N)*/,
+                               double* loss_sum /*(1) += or null*/, const float* maxes /*(N)*/,
+                               const float* sums /*(N)*/, const float* target /*(N)*/, const int* targets /*(N)*/,
+                               int lo, int valid, float dloss, int N, int Vs);
 
 // ---- optimizer and reductions on fp32 buffers (also used on host shards by the CUDA backend) -------
 // param_out (n) or null: receives a copy of the updated parameters (the compute dtype here is fp32).
@@ -131,6 +161,20 @@ inline void parallel_ranges(size_t n, Body body) {
   for (int k = 0; k < nt; k++) {
     size_t i0 = (n * k / nt) & ~size_t{15}, i1 = k == nt - 1 ? n : (n * (k + 1) / nt) & ~size_t{15};
     body(i0, i1);
+  }
+}
+
+// x[i] += table[(first + i) % period] for the n rows of x (C channels each), one addition per element, rows in
+// parallel: the position embedding of a row range (table wpe, period T) and a bias (a table of one row,
+// period 1).
+inline void add_table_rows(float* x /*(n,C) +=*/, const float* table /*(period,C)*/, int first, int n, int period,
+                           int C) {
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < n; i++) {
+    const float* r = table + static_cast<size_t>((first + i) % period) * C;  // (C)
+    float* o = x + static_cast<size_t>(i) * C;                                // (C)
+#pragma omp simd
+    for (int c = 0; c < C; c++) o[c] += r[c];
   }
 }
 

@@ -18,6 +18,12 @@
 // fixed order (thread i takes rows i, i + 1024, ...; then the warps' sums in order) to *loss_sum, so a
 // trainer keeps its step's loss on the device and reads it once per step.
 //
+// The vocab-parallel loss (classifier_slice_*, tensor parallelism) runs the same passes over one rank's Vs
+// columns, one pass per launch with the TP group's reductions between them: the statistics (pass A over the
+// valid columns, and the target's logit), the exp-sum at the group's max (pass B), then the losses and pass C
+// from the group's statistics. Each is one block of 1024 threads per row, reading the row once (through the same
+// register cache, loaded up front), with the same exponentials and block reductions as above.
+//
 // What only a GPU can check: the register count (-Xptxas -v must show no spills at 1024 threads: the
 // launch bound caps a thread at 64 registers, 28 of them the cache) and the bandwidth the pass reaches.
 #include "kernels/cuda/ops.cuh"
@@ -62,6 +68,15 @@ __device__ __forceinline__ float row_max_vec(const bf16* x, uint4 (&cache)[kCach
   return m;
 }
 
+// The cache alone (for the slice passes, which read the row once each).
+__device__ __forceinline__ void load_cache(const bf16* x, uint4 (&cache)[kCached], int nvec) {
+#pragma unroll
+  for (int k = 0; k < kCached; k++) {
+    const int v = k * kThreads + threadIdx.x;
+    if (v < nvec) cache[k] = reinterpret_cast<const uint4*>(x)[v];
+  }
+}
+
 __device__ __forceinline__ float row_expsum_vec(const bf16* x, const uint4 (&cache)[kCached], float M, int V, int nvec) {
   float s = 0.0f;
 #pragma unroll
@@ -103,6 +118,26 @@ __device__ __forceinline__ void row_grad_vec(bf16* x, const uint4 (&cache)[kCach
     grad_vector(reinterpret_cast<const uint4*>(x)[v], v);
 }
 
+// The one-element path's passes (any row length, any alignment): thread tid takes columns tid, tid + kThreads, ...
+__device__ __forceinline__ float row_max_scalar(const bf16* x, int V) {
+  float m = -INFINITY;
+  for (int j = threadIdx.x; j < V; j += kThreads) m = fmaxf(m, to_f32(x[j]));
+  return m;
+}
+__device__ __forceinline__ float row_expsum_scalar(const bf16* x, float M, int V) {
+  float s = 0.0f;
+  for (int j = threadIdx.x; j < V; j += kThreads) s += exp_shifted(to_f32(x[j]), M);
+  return s;
+}
+__device__ __forceinline__ void row_grad_scalar(bf16* x, float M, float inv, int target, float dloss, int V, int Vp) {
+  for (int j = threadIdx.x; j < Vp; j += kThreads) {
+    const float g = j < V ? (exp_shifted(to_f32(x[j]), M) * inv - (j == target ? 1.0f : 0.0f)) * dloss : 0.0f;
+    x[j] = to_bf16(g);
+  }
+}
+
+__device__ __forceinline__ float row_loss(float S, float M, float target_logit) { return logf(S) + M - target_logit; }
+
 template <bool kBackward, bool kVecPath>
 __global__ void __launch_bounds__(kThreads)
     classifier_kernel(float* losses, bf16* logits, const int* targets, float dloss, int V, int Vp) {
@@ -120,24 +155,90 @@ __global__ void __launch_bounds__(kThreads)
     uint4 cache[kCached];
     const float M = block_max(row_max_vec(x, cache, V, nvec), red);
     const float S = block_sum(row_expsum_vec(x, cache, M, V, nvec), red);
-    if (tid == 0) losses[row] = logf(S) + M - s_target_logit;  // a bad target gives a NaN loss
+    if (tid == 0) losses[row] = row_loss(S, M, s_target_logit);  // a bad target gives a NaN loss
     if constexpr (kBackward) row_grad_vec(x, cache, M, 1.0f / S, target, dloss, V, nvec);
   } else {
-    float m = -INFINITY;
-    for (int j = tid; j < V; j += kThreads) m = fmaxf(m, to_f32(x[j]));
-    const float M = block_max(m, red);
-    float s = 0.0f;
-    for (int j = tid; j < V; j += kThreads) s += exp_shifted(to_f32(x[j]), M);
-    const float S = block_sum(s, red);
-    if (tid == 0) losses[row] = logf(S) + M - s_target_logit;
-    if constexpr (kBackward) {
-      const float inv = 1.0f / S;
-      for (int j = tid; j < Vp; j += kThreads) {
-        const float g = j < V ? (exp_shifted(to_f32(x[j]), M) * inv - (j == target ? 1.0f : 0.0f)) * dloss : 0.0f;
-        x[j] = to_bf16(g);
-      }
-    }
+    const float M = block_max(row_max_scalar(x, V), red);
+    const float S = block_sum(row_expsum_scalar(x, M, V), red);
+    if (tid == 0) losses[row] = row_loss(S, M, s_target_logit);
+    if constexpr (kBackward) row_grad_scalar(x, M, 1.0f / S, target, dloss, V, Vp);
   }
+}
+
+// ---- the vocab-parallel passes: one block per row of this rank's (N, Vs) logits, `valid` real columns ----
+// The column of target t among the slice's valid columns [lo, lo + valid), or -1.
+__device__ __forceinline__ int slice_column(int t, int lo, int valid) {
+  return t >= lo && t - lo < valid ? t - lo : -1;
+}
+
+// maxes = the max of the valid columns (-inf for none); target = the target's logit when it is one of them, else
+// 0, NaN when it lies outside the vocabulary [0, V).
+template <bool kVecPath>
+__global__ void __launch_bounds__(kThreads) slice_stats_kernel(float* maxes, float* target, const bf16* logits,
+                                                               const int* targets, int lo, int valid, int Vs, int V) {
+  __shared__ float red[kWarps];
+  const size_t row = blockIdx.x;
+  const bf16* x = logits + row * Vs;
+  float m;
+  if constexpr (kVecPath) {
+    uint4 cache[kCached];
+    m = row_max_vec(x, cache, valid, (valid + kVec - 1) / kVec);  // the vectors holding valid columns
+  } else {
+    m = row_max_scalar(x, valid);
+  }
+  const float M = block_max(m, red);
+  if (threadIdx.x == 0) {
+    const int t = targets[row], j = slice_column(t, lo, valid);
+    maxes[row] = M;
+    target[row] = t < 0 || t >= V ? NAN : j >= 0 ? to_f32(x[j]) : 0.0f;
+  }
+}
+
+// sums = the sum of exp(x - maxes[row]) over the valid columns.
+template <bool kVecPath>
+__global__ void __launch_bounds__(kThreads)
+    slice_sumexp_kernel(float* sums, const bf16* logits, const float* maxes, int valid, int Vs) {
+  __shared__ float red[kWarps];
+  const size_t row = blockIdx.x;
+  const bf16* x = logits + row * Vs;
+  const float M = maxes[row];
+  float s;
+  if constexpr (kVecPath) {
+    const int nvec = (valid + kVec - 1) / kVec;
+    uint4 cache[kCached];
+    load_cache(x, cache, nvec);
+    s = row_expsum_vec(x, cache, M, valid, nvec);
+  } else {
+    s = row_expsum_scalar(x, M, valid);
+  }
+  const float S = block_sum(s, red);
+  if (threadIdx.x == 0) sums[row] = S;
+}
+
+// The losses, and dlogits = dloss * (exp(x - M) / S - onehot) over the row, 0 in the padding columns.
+template <bool kVecPath>
+__global__ void __launch_bounds__(kThreads)
+    slice_backward_kernel(float* losses, bf16* logits, const float* maxes, const float* sums, const float* target,
+                          const int* targets, int lo, int valid, float dloss, int Vs) {
+  const size_t row = blockIdx.x;
+  bf16* x = logits + row * Vs;
+  const float M = maxes[row], S = sums[row];
+  if (threadIdx.x == 0) losses[row] = row_loss(S, M, target[row]);
+  const int hot = slice_column(targets[row], lo, valid);
+  if constexpr (kVecPath) {
+    const int nvec = Vs / kVec;
+    uint4 cache[kCached];
+    load_cache(x, cache, nvec);
+    row_grad_vec(x, cache, M, 1.0f / S, hot, dloss, valid, nvec);
+  } else {
+    row_grad_scalar(x, M, 1.0f / S, hot, dloss, valid, Vs);
+  }
+}
+
+// The losses alone (no dlogits wanted): one thread per row.
+__global__ void slice_losses_kernel(float* losses, const float* maxes, const float* sums, const float* target, int N) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < N) losses[i] = row_loss(sums[i], maxes[i], target[i]);
 }
 
 // *loss_sum += sum of losses[0..N), in double: thread i adds rows i, i + kSumThreads, ... in order, then
@@ -156,12 +257,20 @@ __global__ void __launch_bounds__(kSumThreads) loss_sum_kernel(double* loss_sum,
   }
 }
 
+// Rows of `width` bf16 that the vector path can read: every row 16-byte aligned.
+bool vector_rows(const bf16* logits, int width) { return width % kVec == 0 && aligned16(logits); }
+
 template <bool kBackward>
 void launch(float* losses, bf16* logits, const int* targets, float dloss, int N, int V, int Vp, cudaStream_t stream) {
-  if (Vp % kVec == 0 && aligned16(logits))
+  if (vector_rows(logits, Vp))
     GPT_LAUNCH(classifier_kernel<kBackward, true>, N, kThreads, 0, stream, losses, logits, targets, dloss, V, Vp);
   else
     GPT_LAUNCH(classifier_kernel<kBackward, false>, N, kThreads, 0, stream, losses, logits, targets, dloss, V, Vp);
+}
+
+void check_slice(int lo, int valid, int Vs) {
+  GPT_CHECK(lo >= 0 && valid >= 0 && valid <= Vs,
+            "cuda classifier slice: expected lo >= 0 and 0 <= valid <= Vs, got lo=", lo, " valid=", valid, " Vs=", Vs);
 }
 
 }  // namespace
@@ -182,6 +291,44 @@ void classifier_backward(bf16* logits_to_dlogits, float* losses, double* loss_su
   if (loss_sum) {
     GPT_LAUNCH(loss_sum_kernel, 1, kSumThreads, 0, stream, loss_sum, losses, N);
   }
+}
+
+void classifier_slice_stats(float* maxes, float* target, const bf16* logits, const int* targets, int lo, int valid,
+                            int N, int Vs, int V, cudaStream_t stream) {
+  check_slice(lo, valid, Vs);
+  if (N == 0) return;
+  if (vector_rows(logits, Vs))
+    GPT_LAUNCH(slice_stats_kernel<true>, N, kThreads, 0, stream, maxes, target, logits, targets, lo, valid, Vs, V);
+  else
+    GPT_LAUNCH(slice_stats_kernel<false>, N, kThreads, 0, stream, maxes, target, logits, targets, lo, valid, Vs, V);
+}
+
+void classifier_slice_sumexp(float* sums, const bf16* logits, const float* maxes, int valid, int N, int Vs,
+                             cudaStream_t stream) {
+  check_slice(0, valid, Vs);
+  if (N == 0) return;
+  if (vector_rows(logits, Vs))
+    GPT_LAUNCH(slice_sumexp_kernel<true>, N, kThreads, 0, stream, sums, logits, maxes, valid, Vs);
+  else
+    GPT_LAUNCH(slice_sumexp_kernel<false>, N, kThreads, 0, stream, sums, logits, maxes, valid, Vs);
+}
+
+void classifier_slice_backward(bf16* logits_to_dlogits, float* losses, double* loss_sum, const float* maxes,
+                               const float* sums, const float* target, const int* targets, int lo, int valid,
+                               float dloss, int N, int Vs, cudaStream_t stream) {
+  check_slice(lo, valid, Vs);
+  if (N == 0) return;
+  bf16* x = logits_to_dlogits;
+  if (!x)
+    GPT_LAUNCH(slice_losses_kernel, static_cast<unsigned>(ceil_div(N, 256)), 256, 0, stream, losses, maxes, sums,
+               target, N);
+  else if (vector_rows(x, Vs))
+    GPT_LAUNCH(slice_backward_kernel<true>, N, kThreads, 0, stream, losses, x, maxes, sums, target, targets, lo, valid,
+               dloss, Vs);
+  else
+    GPT_LAUNCH(slice_backward_kernel<false>, N, kThreads, 0, stream, losses, x, maxes, sums, target, targets, lo, valid,
+               dloss, Vs);
+  if (loss_sum) GPT_LAUNCH(loss_sum_kernel, 1, kSumThreads, 0, stream, loss_sum, losses, N);
 }
 
 }  // namespace gpt::cuda

@@ -20,12 +20,16 @@
 //
 // Epilogues: BIAS (bias[n] on every row) only when the bias can be read safely, OC % 8 == 0 and a 16-byte
 // aligned bias (bias_epilogue_ok): cuBLASLt has no alignment preference for the bias pointer, so an odd one
-// could be rejected or misread; otherwise the product runs bare and bias_add_kernel adds the bias (one more
+// could be rejected or misread; otherwise the product runs bare and bias_forward adds the bias (one more
 // bf16 rounding, inside the twin tests' bound). GELU_AUX_BIAS for the MLP's first layer (out = gelu(pre),
 // aux = pre) and DGELU for the product after it in backward (dpre = gelu'(pre) * (dout @ w), aux = pre), both
 // with a plain fallback when cuBLASLt has no algorithm or the aux matrix is not 16-byte aligned with ldc % 8
 // == 0. What only a GPU can show: which shapes get the fused epilogues (GemmPlan::supported), and that the
 // epilogues' GELU matches the tanh form within the bounds of test_cuda_matmul_gelu.cpp.
+//
+// bias_forward and bias_backward are also Backend ops of their own (tensor parallelism: a row-parallel product
+// adds its bias once, after the reduction of its partial products): the same kernels as the fallback above and as
+// matmul_backward's dbias, so a bias on its own gets the same values as inside a matmul.
 //
 // The three products of a linear layer, with out = inp @ w^T (N rows):
 //   forward  out  (N x OC) = inp (N x C) @ w^T        A = inp,              B = w (transposed)
@@ -126,13 +130,6 @@ __global__ void bias_partials_kernel(float* partials, const bf16* dout, int N, i
   }
 }
 
-// out[i] += bias[i % OC], in fp32, rounded once: the bias epilogue's fallback.
-__global__ void bias_add_kernel(bf16* out, const bf16* bias, int OC, size_t total) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    out[i] = to_bf16(to_f32(out[i]) + to_f32(bias[i % OC]));
-}
-
 // Stage 2: dbias[c] += sum of the chunks' partials, in chunk order.
 __global__ void bias_reduce_kernel(float* dbias, const float* partials, int OC) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
@@ -142,22 +139,26 @@ __global__ void bias_reduce_kernel(float* dbias, const float* partials, int OC) 
   dbias[c] += t;
 }
 
+}  // namespace
+
 // dbias (OC) += column sums of dout (N,OC), deterministic: per-chunk partials in scratch, then chunk order.
 void bias_backward(float* dbias, const bf16* dout, int N, int OC, void* scratch, cudaStream_t stream) {
-  if (dbias) {
-    float* partials = static_cast<float*>(scratch);  // (kChunks, OC)
-    const dim3 grid(static_cast<unsigned>(ceil_div(OC, kColTile)), kChunks), block(kColThreads, kRowThreads);
-    if (aligned16(dout) && OC % kVec == 0)
-      GPT_LAUNCH(bias_partials_kernel<true>, grid, block, 0, stream, partials, dout, N, OC);
-    else
-      GPT_LAUNCH(bias_partials_kernel<false>, grid, block, 0, stream, partials, dout, N, OC);
-    const int threads = 256;
-    GPT_LAUNCH(bias_reduce_kernel, static_cast<unsigned>(ceil_div(OC, threads)), threads, 0, stream, dbias, partials,
-               OC);
-  }
+  if (!dbias || N == 0 || OC == 0) return;
+  float* partials = static_cast<float*>(scratch);  // (kChunks, OC)
+  const dim3 grid(static_cast<unsigned>(ceil_div(OC, kColTile)), kChunks), block(kColThreads, kRowThreads);
+  if (aligned16(dout) && OC % kVec == 0)
+    GPT_LAUNCH(bias_partials_kernel<true>, grid, block, 0, stream, partials, dout, N, OC);
+  else
+    GPT_LAUNCH(bias_partials_kernel<false>, grid, block, 0, stream, partials, dout, N, OC);
+  const int threads = 256;
+  GPT_LAUNCH(bias_reduce_kernel, static_cast<unsigned>(ceil_div(OC, threads)), threads, 0, stream, dbias, partials,
+             OC);
 }
 
-}  // namespace
+// x (N,OC) += bias on every row: a table of one row (add_table_rows, residual.cu).
+void bias_forward(bf16* x, const bf16* bias, int N, int OC, cudaStream_t stream) {
+  add_table_rows(x, bias, 0, N, 1, OC, stream);
+}
 
 GemmPlan::GemmPlan(GemmPlan&& o) noexcept
     : op(o.op), a(o.a), b(o.b), d(o.d), algo(o.algo), supported(o.supported) {
@@ -321,12 +322,6 @@ GemmSpec input_gradient(bf16* dinp, const bf16* dout, const bf16* w, int N, int 
 
 bool bias_epilogue_ok(const bf16* bias, int OC) { return bias && OC % kVec == 0 && aligned16(bias); }
 
-void bias_add(bf16* out, const bf16* bias, int N, int OC, cudaStream_t stream) {
-  const size_t total = static_cast<size_t>(N) * OC;
-  if (total == 0) return;
-  GPT_LAUNCH(bias_add_kernel, grid_for(total, 256), 256, 0, stream, out, bias, OC, total);
-}
-
 void matmul_forward(bf16* out, const bf16* inp, const bf16* w, const bf16* bias, int N, int C, int OC,
                     const BlasContext& ctx, cudaStream_t stream) {
   if (N == 0) return;
@@ -335,7 +330,7 @@ void matmul_forward(bf16* out, const bf16* inp, const bf16* w, const bf16* bias,
     return;
   }
   gemm(ctx, linear(out, inp, w, nullptr, N, C, OC), stream);  // a bias the epilogue may misread: added after
-  bias_add(out, bias, N, OC, stream);
+  bias_forward(out, bias, N, OC, stream);
 }
 
 void matmul_gelu_forward(bf16* out, bf16* pre, const bf16* inp, const bf16* w, const bf16* bias, int N, int C,

@@ -85,6 +85,19 @@ void encoder_forward(bf16* out /*(B,T,C)*/, const int* tokens /*(B,T)*/, const b
 // Deterministic (no atomics): scratch is encoder_backward_scratch_bytes(B*T) (kernels/sizes.h).
 void encoder_backward(float* dwte /*(Vp,C) +=*/, float* dwpe /*(maxT,C) +=*/, const bf16* dout /*(B,T,C)*/,
                       const int* tokens /*(B,T)*/, int B, int T, int C, void* scratch, cudaStream_t stream);
+// The tensor-parallel pieces of the same op (Backend's section): the lookup of the tokens in wte rows
+// [lo, lo + rows) (zero rows for the others), its gradient (encoder_backward's dwte over the slice: the same
+// sort and scratch, encoder_backward_scratch_bytes(N)), and the position embedding of n grid rows from `first`
+// and its gradient (encoder_backward's dwpe over the range, no scratch). Over the whole vocabulary and all rows
+// they give encoder_forward's out and encoder_backward's gradients bit for bit.
+void embedding_slice_forward(bf16* out /*(N,C)*/, const int* tokens /*(N)*/, const bf16* wte_rows /*(rows,C)*/, int lo,
+                             int rows, int N, int C, cudaStream_t stream);
+void embedding_slice_backward(float* dwte_rows /*(rows,C) +=*/, const bf16* dout /*(N,C)*/, const int* tokens /*(N)*/,
+                              int lo, int rows, int N, int C, void* scratch, cudaStream_t stream);
+void position_forward(bf16* x /*(n,C) +=*/, const bf16* wpe /*(maxT,C)*/, int first, int n, int T, int C,
+                      cudaStream_t stream);
+void position_backward(float* dwpe /*(maxT,C) +=*/, const bf16* dout /*(n,C)*/, int first, int n, int T, int C,
+                       cudaStream_t stream);
 
 // ---- layernorm.cu -----------------------------------------------------------------------------
 void layernorm_forward(bf16* out /*(N,C)*/, float* mean /*(N)*/, float* rstd /*(N)*/, const bf16* inp /*(N,C)*/,
@@ -111,8 +124,12 @@ void matmul_forward(bf16* out /*(N,OC)*/, const bf16* inp /*(N,C)*/, const bf16*
                     const bf16* bias /*(OC) or null*/, int N, int C, int OC, const BlasContext& ctx,
                     cudaStream_t stream);
 bool bias_epilogue_ok(const bf16* bias, int OC);
-// out (N,OC) += bias (OC) on every row, in fp32, rounded once (the fallback of the bias epilogue).
-void bias_add(bf16* out, const bf16* bias, int N, int OC, cudaStream_t stream);
+// x (N,OC) += bias (OC) on every row, in fp32, rounded once: the fallback of the bias epilogue, and the bias of a
+// row-parallel product added after the reduction of its partial products (tensor parallelism).
+void bias_forward(bf16* x, const bf16* bias, int N, int OC, cudaStream_t stream);
+// dbias (OC) += the column sums of dout (N,OC): matmul_backward's deterministic reduction (row chunks in a fixed
+// order), scratch matmul_backward_scratch_bytes(OC).
+void bias_backward(float* dbias, const bf16* dout, int N, int OC, void* scratch, cudaStream_t stream);
 // out = gelu(inp @ w^T + bias), pre = inp @ w^T + bias: one product with the GELU epilogue where cuBLASLt
 // has it for the shape, else the product then the gelu kernel (the same values up to the epilogue's fp32
 // GELU of the unrounded pre-activation).
@@ -161,6 +178,11 @@ void gelu_backward(bf16* dinp /*=, may be dout*/, const bf16* inp, const bf16* d
 // ---- residual.cu ------------------------------------------------------------------------------
 void residual_forward(bf16* out, const bf16* a, const bf16* b, size_t n, cudaStream_t stream);
 void residual_backward(bf16* dstream /*+=*/, const bf16* dbranch, size_t n, cudaStream_t stream);
+// x[i] += table[(first + i) % period] for the n rows of x, in fp32, rounded once: the position embedding of a row
+// range (table wpe, period T) and a bias (a table of one row, period 1). 16-byte accesses when C % 8 == 0 and x
+// and table are 16-byte aligned.
+void add_table_rows(bf16* x /*(n,C) +=*/, const bf16* table /*(period,C)*/, int first, int n, int period, int C,
+                    cudaStream_t stream);
 
 // ---- classifier.cu ------------------------------------------------------------------------------
 // A target outside [0, V) yields a NaN loss (and no one-hot term) instead of reading out of bounds.
@@ -170,6 +192,18 @@ void classifier_forward(float* losses /*(N)*/, const bf16* logits /*(N,Vp)*/, co
 // kernel adds the N losses (fp64, a fixed order) to *loss_sum.
 void classifier_backward(bf16* logits_to_dlogits /*(N,Vp)*/, float* losses /*(N)*/, double* loss_sum /*(1) +=*/,
                          const int* targets /*(N)*/, float dloss, int N, int V, int Vp, cudaStream_t stream);
+// The vocab-parallel cross-entropy over this rank's Vs columns, the first `valid` real (Backend::classifier_slice_*):
+// one block per row, the classifier's passes and exponentials, one pass per op. stats: a target outside [0, V)
+// gives a NaN target logit (so a NaN loss), as classifier_forward does. backward: the losses, and the dlogits in
+// place when logits_to_dlogits is not null; then, when loss_sum is not null, classifier_backward's loss total.
+void classifier_slice_stats(float* maxes /*(N)*/, float* target /*(N)*/, const bf16* logits /*(N,Vs)*/,
+                            const int* targets /*(N)*/, int lo, int valid, int N, int Vs, int V, cudaStream_t stream);
+void classifier_slice_sumexp(float* sums /*(N)*/, const bf16* logits /*(N,Vs)*/, const float* maxes /*(N)*/, int valid,
+                             int N, int Vs, cudaStream_t stream);
+void classifier_slice_backward(bf16* logits_to_dlogits /*(N,Vs) or null*/, float* losses /*(N)*/,
+                               double* loss_sum /*(1) += or null*/, const float* maxes /*(N)*/,
+                               const float* sums /*(N)*/, const float* target /*(N)*/, const int* targets /*(N)*/,
+                               int lo, int valid, float dloss, int N, int Vs, cudaStream_t stream);
 
 // ---- adamw.cu ---------------------------------------------------------------------------------
 // param_out (n) bf16 or null: receives the updated parameters rounded to bf16, in the same pass.

@@ -120,29 +120,4 @@ std::unique_ptr<Backend> make_backend(DeviceKind kind, int local_rank) {
 
 std::unique_ptr<Backend> make_backend(const std::string& device) { return make_backend(parse_device_kind(device), 0); }
 
-// Tensor-parallel ops not yet implemented by a backend (temporary defaults).
-namespace {
-[[noreturn]] void no_tp_op(const Backend& be, const char* op) { fail(be.name(), ": ", op, " is not implemented"); }
-}  // namespace
-void Backend::embedding_slice_forward(void*, const int*, const void*, int, int, int, int) {
-  no_tp_op(*this, "embedding_slice_forward");
-}
-void Backend::embedding_slice_backward(float*, const void*, const int*, int, int, int, int) {
-  no_tp_op(*this, "embedding_slice_backward");
-}
-void Backend::position_forward(void*, const void*, int, int, int, int) { no_tp_op(*this, "position_forward"); }
-void Backend::position_backward(float*, const void*, int, int, int, int) { no_tp_op(*this, "position_backward"); }
-void Backend::bias_forward(void*, const void*, int, int) { no_tp_op(*this, "bias_forward"); }
-void Backend::bias_backward(float*, const void*, int, int) { no_tp_op(*this, "bias_backward"); }
-void Backend::classifier_slice_stats(float*, float*, const void*, const int*, int, int, int, int, int) {
-  no_tp_op(*this, "classifier_slice_stats");
-}
-void Backend::classifier_slice_sumexp(float*, const void*, const float*, int, int, int) {
-  no_tp_op(*this, "classifier_slice_sumexp");
-}
-void Backend::classifier_slice_backward(void*, float*, double*, const float*, const float*, const float*, const int*,
-                                        int, int, float, int, int) {
-  no_tp_op(*this, "classifier_slice_backward");
-}
-
 }  // namespace gpt

@@ -195,21 +195,27 @@ class Backend {
   // when the token lies in the slice, else 0, so the sum over the TP group that follows adds exactly one nonzero
   // row per token. Token ids are checked as encoder_forward checks them (never negative).
   virtual void embedding_slice_forward(void* out /*(N,C)*/, const int* tokens /*(N)*/,
-                                       const void* wte_rows /*(rows,C)*/, int lo, int rows, int N, int C);
-  // dwte_rows[tokens[i] - lo] += dout[i] for the tokens in the slice, summed in row order (encoder_backward's).
+                                       const void* wte_rows /*(rows,C)*/, int lo, int rows, int N, int C) = 0;
+  // dwte_rows[tokens[i] - lo] += dout[i] for the tokens in the slice, summed in row order (encoder_backward's;
+  // with lo = 0 and every token in the slice, the same dwte as encoder_backward, bit for bit). cuda: the scratch
+  // of encoder_backward over N positions, which reserve_workspace holds for N <= B*T.
   virtual void embedding_slice_backward(float* dwte_rows /*(rows,C) +=*/, const void* dout /*(N,C)*/,
-                                        const int* tokens /*(N)*/, int lo, int rows, int N, int C);
+                                        const int* tokens /*(N)*/, int lo, int rows, int N, int C) = 0;
   // The position embedding of n consecutive rows of the (B, T) grid, starting at row `first`:
   // x[i] += wpe[(first + i) % T]. After embedding_slice_forward over the whole vocabulary (first = 0,
   // n = B*T) x equals encoder_forward's out bit for bit: the same single addition per element.
-  virtual void position_forward(void* x /*(n,C) +=*/, const void* wpe /*(maxT,C)*/, int first, int n, int T, int C);
-  // dwpe[(first + i) % T] += dout[i], summed in row order.
+  virtual void position_forward(void* x /*(n,C) +=*/, const void* wpe /*(maxT,C)*/, int first, int n, int T,
+                                int C) = 0;
+  // dwpe[(first + i) % T] += dout[i], summed in row order (with first = 0 and n = B*T, encoder_backward's dwpe
+  // bit for bit). Positions no row lands on are left untouched.
   virtual void position_backward(float* dwpe /*(maxT,C) +=*/, const void* dout /*(n,C)*/, int first, int n, int T,
-                                 int C);
+                                 int C) = 0;
   // A row-parallel product's bias, added once after the reduction of the partial products: x[i] += bias
-  // (rounded once to the compute dtype); and its gradient, the column sums of dout, summed in row order.
-  virtual void bias_forward(void* x /*(N,OC) +=*/, const void* bias /*(OC)*/, int N, int OC);
-  virtual void bias_backward(float* dbias /*(OC) +=*/, const void* dout /*(N,OC)*/, int N, int OC);
+  // (rounded once to the compute dtype); and its gradient, the column sums of dout, in matmul_backward's fixed
+  // order (the same dbias as matmul_backward over the same dout, bit for bit: row order on cpu; on cuda row
+  // chunks in a fixed order, with matmul_backward's scratch, which reserve_workspace holds for OC <= max_bias_oc).
+  virtual void bias_forward(void* x /*(N,OC) +=*/, const void* bias /*(OC)*/, int N, int OC) = 0;
+  virtual void bias_backward(float* dbias /*(OC) +=*/, const void* dout /*(N,OC)*/, int N, int OC) = 0;
   // The vocab-parallel cross-entropy (Megatron's): this rank's logits (N, Vs) are vocabulary [lo, lo + Vs), of
   // which the first `valid` columns are real (the rest is vocabulary padding, never in the softmax; valid may be
   // 0). Three passes, with reductions over the TP group between them, so no rank holds all (N, Vp) logits:
@@ -222,15 +228,20 @@ class Backend {
   //                              null) += the N losses summed in row order; when logits_to_dlogits is not null,
   //                              its logits are overwritten with dloss * (exp(logit - maxes[i]) / sums[i] - [the
   //                              column is the target]), 0 in the padding columns
-  // Targets are checked to lie in [0, V), V the whole vocabulary (classifier_forward's message).
+  // "In the slice" means among the valid columns, lo <= target < lo + valid (a target below V never falls in a
+  // padding column). Targets are checked to lie in [0, V), V the whole vocabulary (classifier_forward's
+  // message), by classifier_slice_stats (cuda, like classifier_forward there: a NaN target[i], hence a NaN loss).
+  // The exponentials are the classifier's own (cpu fast_exp, cuda exp2f), so the group's loss and dlogits equal
+  // classifier_backward's over the whole (N, Vp) logits up to the order of the exp-sum's additions.
   virtual void classifier_slice_stats(float* maxes /*(N)*/, float* target /*(N)*/, const void* logits /*(N,Vs)*/,
-                                      const int* targets /*(N)*/, int lo, int valid, int N, int Vs, int V);
+                                      const int* targets /*(N)*/, int lo, int valid, int N, int Vs, int V) = 0;
   virtual void classifier_slice_sumexp(float* sums /*(N)*/, const void* logits /*(N,Vs)*/, const float* maxes /*(N)*/,
-                                       int valid, int N, int Vs);
+                                       int valid, int N, int Vs) = 0;
   virtual void classifier_slice_backward(void* logits_to_dlogits /*(N,Vs) or null*/, float* losses /*(N)*/,
                                          double* loss_sum /*(1) += or null*/, const float* maxes /*(N)*/,
                                          const float* sums /*(N)*/, const float* target /*(N)*/,
-                                         const int* targets /*(N)*/, int lo, int valid, float dloss, int N, int Vs);
+                                         const int* targets /*(N)*/, int lo, int valid, float dloss, int N,
+                                         int Vs) = 0;
 
   // AdamW on one contiguous fp32 segment (decoupled weight decay, bias-corrected moments). param_out, when not
   // null, receives the updated parameters in this backend's compute dtype, in the same pass (cuda: rounded to

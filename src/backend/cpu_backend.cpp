@@ -144,6 +144,39 @@ class CpuBackend : public Backend {
     cpu::classifier_backward(f(logits_to_dlogits), losses, loss_sum, targets, dloss, N, V, Vp);
   }
 
+  void embedding_slice_forward(void* out, const int* tokens, const void* wte_rows, int lo, int rows, int N,
+                               int C) override {
+    cpu::embedding_slice_forward(f(out), tokens, f(wte_rows), lo, rows, N, C);
+  }
+  void embedding_slice_backward(float* dwte_rows, const void* dout, const int* tokens, int lo, int rows, int N,
+                                int C) override {
+    cpu::embedding_slice_backward(dwte_rows, f(dout), tokens, lo, rows, N, C);
+  }
+  void position_forward(void* x, const void* wpe, int first, int n, int T, int C) override {
+    cpu::position_forward(f(x), f(wpe), first, n, T, C);
+  }
+  void position_backward(float* dwpe, const void* dout, int first, int n, int T, int C) override {
+    cpu::position_backward(dwpe, f(dout), first, n, T, C);
+  }
+  void bias_forward(void* x, const void* bias, int N, int OC) override { cpu::bias_forward(f(x), f(bias), N, OC); }
+  void bias_backward(float* dbias, const void* dout, int N, int OC) override {
+    cpu::bias_backward(dbias, f(dout), N, OC);
+  }
+  void classifier_slice_stats(float* maxes, float* target, const void* logits, const int* targets, int lo, int valid,
+                              int N, int Vs, int V) override {
+    cpu::classifier_slice_stats(maxes, target, f(logits), targets, lo, valid, N, Vs, V);
+  }
+  void classifier_slice_sumexp(float* sums, const void* logits, const float* maxes, int valid, int N,
+                               int Vs) override {
+    cpu::classifier_slice_sumexp(sums, f(logits), maxes, valid, N, Vs);
+  }
+  void classifier_slice_backward(void* logits_to_dlogits, float* losses, double* loss_sum, const float* maxes,
+                                 const float* sums, const float* target, const int* targets, int lo, int valid,
+                                 float dloss, int N, int Vs) override {
+    cpu::classifier_slice_backward(f(logits_to_dlogits), losses, loss_sum, maxes, sums, target, targets, lo, valid,
+                                   dloss, N, Vs);
+  }
+
   void adamw_update(float* param, const float* grad, float* m, float* v, void* param_out, size_t n,
                     const AdamWParams& hp) override {
     cpu::adamw_update(param, grad, m, v, static_cast<float*>(param_out), n, hp);

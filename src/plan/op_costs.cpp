@@ -204,6 +204,53 @@ OpCosts classifier_backward(const OpTarget& t, int N, int V, int Vp) {
                  (double)N * V)};
 }
 
+// ---- tensor parallelism ----
+OpCosts embedding_slice_forward(const OpTarget& t, int N, int C) {
+  return {mem("embedding slice", OpClass::stream, 2.0 * N * C * t.cs)};  // a wte row in (at most), out
+}
+
+OpCosts embedding_slice_backward(const OpTarget& t, int N, int C) {
+  // dout in; the slice's gradient rows read and written in fp32 (at most one row per token); cuda ranks the
+  // positions by token first (encoder_backward's sort), a second launch
+  return {mem("embedding slice backward", OpClass::stream, (double)N * C * (t.cs + 8), t.cpu ? 1 : 2)};
+}
+
+OpCosts position_forward(const OpTarget& t, int n, int C) {
+  return {mem("position", OpClass::stream, 3.0 * n * C * t.cs)};  // x in and out, a wpe row in
+}
+
+OpCosts position_backward(const OpTarget& t, int n, int T, int C) {
+  // dout in; the gradient rows the range lands on (at most T) read and written in fp32
+  return {mem("position backward", OpClass::stream, (double)n * C * t.cs + 8.0 * std::min(n, T) * C)};
+}
+
+OpCosts bias_forward(const OpTarget& t, int N, int OC) {
+  return {mem("bias", OpClass::stream, 2.0 * N * OC * t.cs + (double)OC * t.cs)};  // x in and out, the bias
+}
+
+OpCosts bias_backward(const OpTarget& t, int N, int OC) {
+  // matmul's dbias: dout in (cuda: per-chunk partials, then their sum, a second launch)
+  return {mem("bias backward", OpClass::stream, (double)N * OC * t.cs + 8.0 * OC, t.cpu ? 1 : 2)};
+}
+
+OpCosts classifier_slice_stats(const OpTarget& t, int N, int Vs) {
+  return {mem("classifier slice stats", OpClass::stream, (double)N * Vs * t.cs + 8.0 * N)};  // logits in; max, target
+}
+
+OpCosts classifier_slice_sumexp(const OpTarget& t, int N, int valid, int Vs) {
+  const double logits = (double)N * Vs * t.cs;  // logits and maxes in, sums out
+  return {kernel(mem("classifier slice sumexp", OpClass::stream, logits + 8.0 * N), "classifier_forward",
+                 (double)N * valid)};
+}
+
+OpCosts classifier_slice_backward(const OpTarget& t, int N, int valid, int Vs, bool dlogits) {
+  const double stats = 16.0 * N;  // maxes, sums, target in; losses out (targets: ints, negligible)
+  if (!dlogits) return {mem("classifier slice losses", OpClass::stream, stats)};
+  const double logits = (double)N * Vs * t.cs;
+  return {kernel(mem("classifier slice backward", OpClass::stream, (t.cpu ? 4 : 2) * logits + stats),
+                 "classifier_backward", (double)N * valid)};
+}
+
 // Reads param, grad, m, v; writes param, m, v (and the compute copy's element when there is one).
 OpCosts adamw_update(const OpTarget& t, double n, bool param_out) {
   return {kernel(mem("adamw", states_class(t), (28.0 + (param_out ? (double)t.cs : 0)) * n), "adamw", n)};

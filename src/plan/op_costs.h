@@ -18,6 +18,15 @@
 // over the logits on the CPU (max, exp-sum + write, scale + write), one read and one write on CUDA. The
 // fused ops (residual + layernorm, layernorm backward + residual, matmul + GELU, GELU backward + matmul
 // backward) are priced as the two ops they replace, in one launch (the CPU twins run the pair row by row).
+//
+// The tensor-parallel ops: the vocab-slice lookup and its gradient are priced as if every token lay in the slice
+// (an upper bound: the op does not know how the tokens fall), the position embedding and the bias as the
+// element-wise adds they are, and the bias gradient as matmul's dbias. The vocab-parallel loss makes the
+// classifier's passes over this rank's N*Vs logits: the statistics one read (the row max, no exp), the exp-sum
+// one read (rated as classifier_forward by its N*valid elements where a profile has that family: its exp work
+// is the forward's, less the max pass), the backward with dlogits a read and a write on cuda, two of each on the
+// cpu (the exponentials written, then scaled), rated as classifier_backward by its N*valid elements, and
+// without dlogits only its per-row statistics.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -78,6 +87,16 @@ OpCosts residual_forward(const OpTarget& t, double n);
 OpCosts residual_backward(const OpTarget& t, double n);
 OpCosts classifier_forward(const OpTarget& t, int N, int V, int Vp);
 OpCosts classifier_backward(const OpTarget& t, int N, int V, int Vp);
+// Tensor parallelism (backend.h's section): Vs this rank's columns of the vocabulary, `valid` of them real.
+OpCosts embedding_slice_forward(const OpTarget& t, int N, int C);
+OpCosts embedding_slice_backward(const OpTarget& t, int N, int C);
+OpCosts position_forward(const OpTarget& t, int n, int C);
+OpCosts position_backward(const OpTarget& t, int n, int T, int C);
+OpCosts bias_forward(const OpTarget& t, int N, int OC);
+OpCosts bias_backward(const OpTarget& t, int N, int OC);
+OpCosts classifier_slice_stats(const OpTarget& t, int N, int Vs);
+OpCosts classifier_slice_sumexp(const OpTarget& t, int N, int valid, int Vs);
+OpCosts classifier_slice_backward(const OpTarget& t, int N, int valid, int Vs, bool dlogits);
 // The engine's and the optimizer's memory work.
 OpCosts adamw_update(const OpTarget& t, double n, bool param_out);
 OpCosts sum_squares(const OpTarget& t, double n);

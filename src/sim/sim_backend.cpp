@@ -208,6 +208,40 @@ void SimBackend::classifier_backward(void*, float*, double*, const int*, float, 
   model_op(op_cost::classifier_backward(target(), N, V, Vp), true);
 }
 
+// ---- tensor-parallel model ops (the TP collectives between them are sim_comm's) ----
+void SimBackend::embedding_slice_forward(void*, const int*, const void*, int, int, int N, int C) {
+  in_backward_ = false;  // the vocab-parallel embedding starts a micro-step's forward, as encoder_forward does
+  model_op(op_cost::embedding_slice_forward(target(), N, C), false);
+}
+void SimBackend::embedding_slice_backward(float*, const void*, const int*, int, int, int N, int C) {
+  model_op(op_cost::embedding_slice_backward(target(), N, C), true);
+}
+void SimBackend::position_forward(void*, const void*, int, int n, int, int C) {
+  model_op(op_cost::position_forward(target(), n, C), false);
+}
+void SimBackend::position_backward(float*, const void*, int, int n, int T, int C) {
+  model_op(op_cost::position_backward(target(), n, T, C), true);
+}
+void SimBackend::bias_forward(void*, const void*, int N, int OC) {
+  model_op(op_cost::bias_forward(target(), N, OC), false);
+}
+void SimBackend::bias_backward(float*, const void*, int N, int OC) {
+  model_op(op_cost::bias_backward(target(), N, OC), true);
+}
+// The loss's statistics passes are forward work; the last pass is the backward when it writes dlogits (the
+// training pass, as classifier_backward), else the forward's losses (as classifier_forward).
+void SimBackend::classifier_slice_stats(float*, float*, const void*, const int*, int, int, int N, int Vs, int) {
+  model_op(op_cost::classifier_slice_stats(target(), N, Vs), false);
+}
+void SimBackend::classifier_slice_sumexp(float*, const void*, const float*, int valid, int N, int Vs) {
+  model_op(op_cost::classifier_slice_sumexp(target(), N, valid, Vs), false);
+}
+void SimBackend::classifier_slice_backward(void* logits_to_dlogits, float*, double*, const float*, const float*,
+                                           const float*, const int*, int, int valid, float, int N, int Vs) {
+  const bool dlogits = logits_to_dlogits != nullptr;
+  model_op(op_cost::classifier_slice_backward(target(), N, valid, Vs, dlogits), dlogits);
+}
+
 // ---- the optimizer's and the engine's states work ----
 void SimBackend::adamw_update(float*, const float*, float*, float*, void* param_out, size_t n, const AdamWParams&) {
   run(op_cost::adamw_update(target(), (double)n, param_out != nullptr), Phase::optimizer);

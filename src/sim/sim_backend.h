@@ -99,6 +99,17 @@ class SimBackend : public Backend {
   void residual_backward(void*, const void*, size_t n) override;
   void classifier_forward(float*, const void*, const int*, int N, int V, int Vp) override;
   void classifier_backward(void*, float*, double*, const int*, float, int N, int V, int Vp) override;
+  void embedding_slice_forward(void*, const int*, const void*, int lo, int rows, int N, int C) override;
+  void embedding_slice_backward(float*, const void*, const int*, int lo, int rows, int N, int C) override;
+  void position_forward(void*, const void*, int first, int n, int T, int C) override;
+  void position_backward(float*, const void*, int first, int n, int T, int C) override;
+  void bias_forward(void*, const void*, int N, int OC) override;
+  void bias_backward(float*, const void*, int N, int OC) override;
+  void classifier_slice_stats(float*, float*, const void*, const int*, int lo, int valid, int N, int Vs,
+                              int V) override;
+  void classifier_slice_sumexp(float*, const void*, const float*, int valid, int N, int Vs) override;
+  void classifier_slice_backward(void* logits_to_dlogits, float*, double*, const float*, const float*, const float*,
+                                 const int*, int lo, int valid, float, int N, int Vs) override;
   void adamw_update(float*, const float*, float*, float*, void* param_out, size_t n, const AdamWParams&) override;
   double sum_squares(const float*, size_t n) override;
   double sum_squares_all(const float* const* xs, const size_t* ns, int count) override;

@@ -113,60 +113,7 @@ TEST_F(CudaTwin, ResidualBackwardAccumulates) {
 }
 
 // ---- classifier -------------------------------------------------------------------------------------------
-// Per row: M = max x_j, S = sum_j exp(x_j - M) over j < V. Each exponential carries 4u of its own: the CPU's
-// fast_exp, and the GPU's exp2f((x_j - M) log2 e) (2 ulp); the argument carries u|x_j - M| (the subtraction) on
-// the CPU and 3u|x_j - M| on the GPU (the subtraction, the rounded log2 e and the product). S adds acc(V);
-// log(S) moves by that relative error plus 4u |log S|, and the two additions of the loss add u each.
-// dlogits_j = dloss (p_j - [j == t]) with p_j = exp(x_j - M) / S. The training pass also adds the losses to a
-// running fp64 total: its bound is the sum of the losses' bounds (the fp64 additions are negligible).
-struct ClassifierCase {
-  int N, V, Vp;
-  float dloss;
-  std::vector<float> logits;
-  std::vector<int> targets;
-  std::vector<double> loss, tloss_c, tloss_g, dl, tdl_c, tdl_g;
-
-  ClassifierCase(uint64_t seed, int N_ = 13, int V_ = 997, int Vp_ = 1024) : N(N_), V(V_), Vp(Vp_), dloss(1.0f / N_) {
-    Rng rng(seed);
-    logits = uniform_bf16(rng, static_cast<size_t>(N) * Vp, -4, 4);
-    for (int i = 0; i < N; i++)  // padding holds large values: any leak into the softmax shows at once
-      for (int j = V; j < Vp; j++) logits[static_cast<size_t>(i) * Vp + j] = 50.0f;
-    targets.resize(N);
-    for (auto& t : targets) t = static_cast<int>(rng.next_u64() % V);
-    targets[0] = 0, targets[1] = V - 1;
-    loss.resize(N), tloss_c.resize(N), tloss_g.resize(N);
-    dl.assign(logits.size(), 0.0), tdl_c.assign(logits.size(), 0.0), tdl_g.assign(logits.size(), 0.0);
-    for (int i = 0; i < N; i++) reference_row(i);
-  }
-
-  void reference_row(int i) {
-    const float* x = &logits[static_cast<size_t>(i) * Vp];
-    const double M = *std::max_element(x, x + V);
-    double S = 0, e_max_c = 0, e_max_g = 0;
-    for (int j = 0; j < V; j++) {
-      S += std::exp(x[j] - M);
-      e_max_c = std::max(e_max_c, 4 * kU + kU * std::fabs(x[j] - M));
-      e_max_g = std::max(e_max_g, 4 * kU + 3 * kU * std::fabs(x[j] - M));
-    }
-    const double logS = std::log(S);
-    loss[i] = logS + M - x[targets[i]];
-    const double eS_c = acc(V) + e_max_c, eS_g = acc(V) + e_max_g;
-    auto tloss = [&](double eS) { return eS + 4 * kU * std::fabs(logS) + kU * std::fabs(logS + M) + kU * std::fabs(loss[i]); };
-    tloss_c[i] = tloss(eS_c), tloss_g[i] = tloss(eS_g);
-    for (int j = 0; j < V; j++) {
-      const size_t k = static_cast<size_t>(i) * Vp + j;
-      const double p = std::exp(x[j] - M) / S, hot = j == targets[i] ? 1.0 : 0.0;
-      dl[k] = dloss * (p - hot);
-      auto tdl = [&](double e_exp, double eS) {
-        const double ep = p * (e_exp + eS + 2 * kU);
-        return dloss * (ep + kU * std::fabs(p - hot)) + 2 * kU * std::fabs(dl[k]);
-      };
-      tdl_c[k] = tdl(4 * kU + kU * std::fabs(x[j] - M), eS_c);
-      tdl_g[k] = bf16_out(dl[k], tdl(4 * kU + 3 * kU * std::fabs(x[j] - M), eS_g));
-    }  // padded columns: exactly 0 on both, bound 0
-  }
-};
-
+// The reference and its bounds: ClassifierCase (twin_util.h).
 // Vp % 8 == 0 takes the register-cached vector path; Vp = 1001 the one-element path; V = 50257, Vp = 50304 is
 // GPT-2's vocabulary, which nearly fills the register cache (6288 of its 7 x 1024 vectors); V = 60000 a row
 // longer than the cache (7 x 1024 x 8 = 57344 columns), whose remainder is re-read.

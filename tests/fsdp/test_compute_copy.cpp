@@ -98,6 +98,18 @@ class Bf16EngineBackend final : public Backend {
   void residual_backward(void*, const void*, size_t) override { none(); }
   void classifier_forward(float*, const void*, const int*, int, int, int) override { none(); }
   void classifier_backward(void*, float*, double*, const int*, float, int, int, int) override { none(); }
+  void embedding_slice_forward(void*, const int*, const void*, int, int, int, int) override { none(); }
+  void embedding_slice_backward(float*, const void*, const int*, int, int, int, int) override { none(); }
+  void position_forward(void*, const void*, int, int, int, int) override { none(); }
+  void position_backward(float*, const void*, int, int, int, int) override { none(); }
+  void bias_forward(void*, const void*, int, int) override { none(); }
+  void bias_backward(float*, const void*, int, int) override { none(); }
+  void classifier_slice_stats(float*, float*, const void*, const int*, int, int, int, int, int) override { none(); }
+  void classifier_slice_sumexp(float*, const void*, const float*, int, int, int) override { none(); }
+  void classifier_slice_backward(void*, float*, double*, const float*, const float*, const float*, const int*, int, int,
+                                 float, int, int) override {
+    none();
+  }
 
  protected:
   void* raw_alloc(size_t bytes) override { return std::aligned_alloc(64, (bytes + 63) / 64 * 64); }

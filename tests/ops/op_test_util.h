@@ -47,6 +47,29 @@ inline ::testing::AssertionResult all_close(const std::vector<float>& actual, co
   return ::testing::AssertionSuccess() << "max error " << worst;
 }
 
+// |actual - expected| <= tol[i] for every element (per-element bounds derived by the test); reports the first
+// failure.
+inline ::testing::AssertionResult all_within(const std::vector<float>& actual, const std::vector<double>& expected,
+                                             const std::vector<double>& tol) {
+  if (actual.size() != expected.size() || tol.size() != expected.size())
+    return ::testing::AssertionFailure() << "sizes " << actual.size() << ", " << expected.size() << ", " << tol.size();
+  double worst = 0.0;  // the largest error / bound among the passing elements
+  for (size_t i = 0; i < actual.size(); i++) {
+    const double err = std::fabs(actual[i] - expected[i]);
+    if (!(err <= tol[i]))
+      return ::testing::AssertionFailure() << "element " << i << ": got " << actual[i] << ", expected " << expected[i]
+                                           << " (error " << err << ", bound " << tol[i] << ")";
+    if (tol[i] > 0) worst = std::max(worst, err / tol[i]);
+  }
+  return ::testing::AssertionSuccess() << "max error / bound " << worst;
+}
+
+// fp32 unit roundoff u = 2^-24, and Higham's gamma_n = n u / (1 - n u): a float sum of n + 1 terms, added in any
+// order with round-to-nearest, is within gamma_n * sum |terms| of the exact sum; n roundings in a chain of
+// products and quotients move a value by at most gamma_n relative.
+constexpr double kUnitRoundoff = 1.0 / 16777216.0;
+inline double gamma_n(double n) { return n * kUnitRoundoff / (1.0 - n * kUnitRoundoff); }
+
 // Central difference dL/dx[i] where L reads x (double precision); x[i] is restored afterwards.
 inline double central_diff(const std::function<double()>& L, std::vector<double>& x, size_t i,
                            double h = 1e-6) {

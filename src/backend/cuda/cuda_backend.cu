@@ -381,6 +381,45 @@ class CudaBackend final : public Backend {
     cuda::classifier_backward(H(logits_to_dlogits), losses, loss_sum, targets, dloss, N, V, Vp, stream_);
   }
 
+  // Tensor parallelism. The embedding slice's gradient takes encoder_backward's scratch over N positions, the bias
+  // gradient matmul_backward's over OC columns: both inside what reserve_workspace holds (N <= B*T, OC <= max_bias_oc).
+  void embedding_slice_forward(void* out, const int* tokens, const void* wte_rows, int lo, int rows, int N,
+                               int C) override {
+    cuda::embedding_slice_forward(H(out), tokens, H(wte_rows), lo, rows, N, C, stream_);
+  }
+  void embedding_slice_backward(float* dwte_rows, const void* dout, const int* tokens, int lo, int rows, int N,
+                                int C) override {
+    void* s = scratch("embedding_slice_backward", cuda::encoder_backward_scratch_bytes(N));
+    cuda::embedding_slice_backward(dwte_rows, H(dout), tokens, lo, rows, N, C, s, stream_);
+  }
+  void position_forward(void* x, const void* wpe, int first, int n, int T, int C) override {
+    cuda::position_forward(H(x), H(wpe), first, n, T, C, stream_);
+  }
+  void position_backward(float* dwpe, const void* dout, int first, int n, int T, int C) override {
+    cuda::position_backward(dwpe, H(dout), first, n, T, C, stream_);
+  }
+  void bias_forward(void* x, const void* bias, int N, int OC) override {
+    cuda::bias_forward(H(x), H(bias), N, OC, stream_);
+  }
+  void bias_backward(float* dbias, const void* dout, int N, int OC) override {
+    void* s = scratch("bias_backward", cuda::matmul_backward_scratch_bytes(OC));
+    cuda::bias_backward(dbias, H(dout), N, OC, s, stream_);
+  }
+  void classifier_slice_stats(float* maxes, float* target, const void* logits, const int* targets, int lo, int valid,
+                              int N, int Vs, int V) override {
+    cuda::classifier_slice_stats(maxes, target, H(logits), targets, lo, valid, N, Vs, V, stream_);
+  }
+  void classifier_slice_sumexp(float* sums, const void* logits, const float* maxes, int valid, int N,
+                               int Vs) override {
+    cuda::classifier_slice_sumexp(sums, H(logits), maxes, valid, N, Vs, stream_);
+  }
+  void classifier_slice_backward(void* logits_to_dlogits, float* losses, double* loss_sum, const float* maxes,
+                                 const float* sums, const float* target, const int* targets, int lo, int valid,
+                                 float dloss, int N, int Vs) override {
+    cuda::classifier_slice_backward(H(logits_to_dlogits), losses, loss_sum, maxes, sums, target, targets, lo, valid,
+                                    dloss, N, Vs, stream_);
+  }
+
   void adamw_update(float* param, const float* grad, float* m, float* v, void* param_out, size_t n,
                     const AdamWParams& hp) override {
     cuda::adamw_update(param, grad, m, v, static_cast<bf16*>(param_out), n, hp, stream_);
