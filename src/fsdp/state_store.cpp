@@ -118,7 +118,7 @@ double StateStore::grad_sumsq(const TensorFilter* counted) {
         ns.push_back((size_t)seg.n);
       }
   }
-  return states_->sum_squares_all(xs.data(), ns.data(), (int)units_.size());
+  return states_->sum_squares_all(xs.data(), ns.data(), (int)xs.size());
 }
 
 void StateStore::update(const SegmentUpdate& update) {

@@ -28,7 +28,7 @@ KeptFields KeptFields::for_layer(const RecomputePolicy& p, int layer) {
 }
 
 ActivationPlan plan_activations(const GPTConfig& cfg, const RecomputePolicy& policy, int B, int T, int64_t cs,
-                                int64_t state_bytes, bool offload, TpOptions tp) {
+                                int64_t state_bytes, bool offload, TpOptions tp, int64_t replicated_grad_elems) {
   // N rows; n of them between the products (tp.local_rows); Cl channels of a product's split side
   const int64_t N = sat_mul({B, T}), n = tp.sequence_parallel ? N / tp.size : N, C = cfg.channels, L = cfg.num_layers;
   const int64_t Cl = C / tp.size;
@@ -61,6 +61,7 @@ ActivationPlan plan_activations(const GPTConfig& cfg, const RecomputePolicy& pol
   if (tp.sequence_parallel) {
     p.tp_rows = sat_mul({N, C, cs});
     p.ln_local = sat_mul({n, C, cs});
+    p.replicated_grads = sat_mul({replicated_grad_elems, 4});
   }
   if (offload) {
     p.ring = (int)std::min<int64_t>(3, L);
@@ -93,7 +94,8 @@ int64_t ActivationPlan::total_bytes() const {
   }
   const int64_t L = (int64_t)kept.size(), resids = ring > 0 ? ring + 1 : L + 1;
   return sat_add({t, sat_mul({resids, resid}), sat_mul({3, row_f32}), sat_mul({2, row_local}), sat_mul({2, narrow}), dres,
-                  narrow_local, sat_mul({2, wide}), logits, loss_sum, sat_mul({3, loss_stats}), tp_rows, ln_local});
+                  narrow_local, sat_mul({2, wide}), logits, loss_sum, sat_mul({3, loss_stats}), tp_rows, ln_local,
+                  replicated_grads});
 }
 
 int64_t ActivationPlan::host_bytes() const {
@@ -187,11 +189,11 @@ void Activations::place_ring(const ActivationPlan& p, const BlockActs& scratch) 
 }
 
 Activations::Activations(Backend& be, const GPTConfig& cfg, const RecomputePolicy& policy, int B_, int T_,
-                         bool offload, TpOptions tp)
+                         bool offload, TpOptions tp, int64_t replicated_grad_elems)
     : B(B_), T(T_), be_(be) {
   const ActivationPlan p =
       plan_activations(cfg, policy, B, T, (int64_t)be.compute_size(),
-                       (int64_t)be.attention_state_bytes(B, T, cfg.num_heads / tp.size), offload, tp);
+                       (int64_t)be.attention_state_bytes(B, T, cfg.num_heads / tp.size), offload, tp, replicated_grad_elems);
   const int L = cfg.num_layers;
   BlockActs scratch;  // the shared buffers of the fields some layer recomputes
   kept = p.kept;
@@ -227,6 +229,7 @@ Activations::Activations(Backend& be, const GPTConfig& cfg, const RecomputePolic
   }
   if (p.tp_rows) tp_rows = take((size_t)p.tp_rows);
   if (p.ln_local) ln_local = take((size_t)p.ln_local);
+  if (p.replicated_grads) replicated_grads = static_cast<float*>(take((size_t)p.replicated_grads));
   loss_sum = static_cast<double*>(take((size_t)p.loss_sum));
   be.zero(loss_sum, (size_t)p.loss_sum);
   host_inputs = static_cast<int*>(take_host((size_t)p.host_row));

@@ -71,6 +71,10 @@ struct ActivationPlan {
   int64_t loss_stats = 0;  // (N) fp32, three of them (0 when tp.size == 1)
   int64_t tp_rows = 0;     // (N, C) (0 without sequence parallelism)
   int64_t ln_local = 0;    // (n, C) (0 without sequence parallelism)
+  // Sequence parallelism: one micro-step's partial gradients of the replicated tensors (GPT::grad_at), the root
+  // unit's span and then the largest other unit's, fp32, before they are summed over the group and added into
+  // the engine's gradient buffer (which may already hold earlier micro-steps': those are summed once).
+  int64_t replicated_grads = 0;
   int64_t loss_sum = 8;   // one fp64: the running sum of per-token losses (GPT::take_loss_sum)
   int64_t host_row = 0;   // (N) int32 in host memory (pinned on cuda): the staging of inputs, of targets
   // Activation offload: the ring's slots (min(3, L); 0 without offload). Slot s holds a block input and
@@ -85,14 +89,17 @@ struct ActivationPlan {
   // What layer l keeps between its forward and its backward: its input and its kept fields.
   int64_t layer_kept_bytes(int l) const;
 };
-// offload: --offload activations (ActivationPlan::ring); attention_state_bytes for this rank's NH / tp.size heads.
+// offload: --offload activations (ActivationPlan::ring); attention_state_bytes for this rank's NH / tp.size heads;
+// replicated_grad_elems: with sequence parallelism, the replicated-gradient scratch's elements
+// (replicated_grad_scratch, gpt.h).
 ActivationPlan plan_activations(const GPTConfig& cfg, const RecomputePolicy& policy, int B, int T, int64_t compute_size,
-                                int64_t attention_state_bytes, bool offload = false, TpOptions tp = {});
+                                int64_t attention_state_bytes, bool offload = false, TpOptions tp = {},
+                                int64_t replicated_grad_elems = 0);
 
 class Activations {
  public:
   Activations(Backend& be, const GPTConfig& cfg, const RecomputePolicy& policy, int B, int T, bool offload = false,
-              TpOptions tp = {});
+              TpOptions tp = {}, int64_t replicated_grad_elems = 0);
   ~Activations();
   Activations(const Activations&) = delete;
   Activations& operator=(const Activations&) = delete;
@@ -124,6 +131,7 @@ class Activations {
   float* loss_sum_exp = nullptr;  // (N) and sums of exponentials (right after loss_target)
   void* tp_rows = nullptr;        // (N, C) sequence parallelism: gathered rows, or a reduction's n rows
   void* ln_local = nullptr;       // (n, C) sequence parallelism: a layernorm's output before its gather
+  float* replicated_grads = nullptr;  // (replicated_grad_elems) fp32, sequence parallelism: ActivationPlan's
 
  private:
   Backend& be_;

@@ -10,6 +10,7 @@
 // whose summed loss stays on the device until take_loss_sum).
 #include "src/model/gpt.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -46,9 +47,10 @@ GPT::BlockParams GPT::block_params(const void* unit, int l) const {
 
 GPT::BlockGrads GPT::block_grads(float* unit, int l) const {
   const BlockOffsets& o = layout_.block_offsets(l);
-  float* u = unit;
-  return {u + o.ln1w, u + o.ln1b, u + o.qkvw, u + o.qkvb, u + o.attprojw, u + o.attprojb,
-          u + o.ln2w, u + o.ln2b, u + o.fcw,  u + o.fcb,  u + o.fcprojw,  u + o.fcprojb};
+  const int u = layout_.layer_unit(l);
+  auto at = [&](int64_t offset) { return grad_at(u, unit, offset); };
+  return {at(o.ln1w), at(o.ln1b), at(o.qkvw), at(o.qkvb), at(o.attprojw), at(o.attprojb),
+          at(o.ln2w), at(o.ln2b), at(o.fcw),  at(o.fcb),  at(o.fcprojw),  at(o.fcprojb)};
 }
 
 // Forward of one block from x (N,C) into out (N,C). With only_scratch, recompute just the buffers this
@@ -116,10 +118,16 @@ void GPT::block_backward(int l, const BlockParams& p, const BlockGrads& g, const
   // dres is now d/d(x)
 }
 
+int GPT::max_bias_outputs(const GPTConfig& c, int tp) {
+  // fc's bias has 4C/tp outputs on a rank; with tensor parallelism the biases added after a reduction
+  // (bias_forward, bias_backward) have C
+  return tp > 1 ? std::max(4 * c.channels / tp, c.channels) : 4 * c.channels;
+}
+
 void GPT::reserve_workspace(int B, int T) {
   const GPTConfig& c = config();
-  const int tp = tp_ ? tp_->size() : 1;  // this rank's fc has 4C/tp outputs, its attention NH/tp heads
-  be_.reserve_workspace(B, T, c.channels, c.num_heads, 4 * c.channels / tp, tp);
+  const int tp = tp_ ? tp_->size() : 1;  // this rank's attention runs NH/tp heads
+  be_.reserve_workspace(B, T, c.channels, c.num_heads, max_bias_outputs(c, tp), tp);
 }
 
 // Copies the token ids into the pinned staging and from there to the device, on the copy stream; compute
@@ -154,7 +162,8 @@ void GPT::run_forward(const int* inputs, const int* targets, int B, int T, Param
   if (!acts_ || acts_->B != B || acts_->T != T) {
     std::unique_ptr<Activations> old = std::move(acts_);
     reserve_workspace(B, T);
-    acts_ = std::make_unique<Activations>(be_, c, recompute_, B, T, offload_activations_, tp_options());
+    acts_ = std::make_unique<Activations>(be_, c, recompute_, B, T, offload_activations_, tp_options(),
+                                          replicated_grad_scratch(layout_));
     if (old) be_.copy_d2d(acts_->loss_sum, old->loss_sum, sizeof(double));  // the step's running loss total
     staged_ = 0;  // the old staging is freed (after its copies, Backend::free_host waits for them)
   }
@@ -233,6 +242,7 @@ void GPT::backward(float dloss, ParamSource& params) {
   const int eu = layout_.embed_unit();
   const void* embed = params.acquire(eu, Pass::backward);
   float* gembed = params.grad_buffer(eu);
+  begin_replicated_grads(eu);
   head_backward(embed, gembed, dloss);  // acts_->dres = d(loss)/d(last block's output)
   // blocks in reverse, each unit acquired at its last block and done at its first; recomputed layers first
   // re-create what they did not keep
@@ -240,7 +250,10 @@ void GPT::backward(float dloss, ParamSource& params) {
   ActivationRing* ring = acts_->ring.get();  // --offload activations, else null
   for (int l = L - 1; l >= 0; l--) {
     const int u = layout_.layer_unit(l);
-    if (layout_.closes_unit(l)) unit = params.acquire(u, Pass::backward);
+    if (layout_.closes_unit(l)) {
+      unit = params.acquire(u, Pass::backward);
+      begin_replicated_grads(u);
+    }
     if (ring) {
       ring->ready(l);                 // this block's kept activations, back on the device
       if (l > 0) ring->fetch(l - 1);  // the next block's, while this one computes

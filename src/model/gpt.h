@@ -62,6 +62,11 @@ class GPT {
   // the widest matmul with a bias is fc, 4C outputs), so no step allocates it. forward() calls it whenever it
   // sets up activations for a new shape; a trainer calls it up front so the workspace shows before step 1.
   void reserve_workspace(int B, int T);
+  // The most outputs of a bias whose gradient a rank's backward takes (the bias-gradient scratch's size).
+  static int max_bias_outputs(const GPTConfig& cfg, int tp);
+  // The replicated-gradient scratch's elements under sequence parallelism: the root unit's replicated span
+  // and the largest other unit's (grad_at).
+  static int64_t replicated_grad_scratch(const Layout& layout);
 
   // Deterministic GPT-2 init of one unit's flat fp32 params (host): N(0, 0.02) for embeddings, matrices by
   // the rule (InitRule), residual projections scaled by a further 1/sqrt(2L), biases 0, layernorm gains 1.
@@ -98,9 +103,16 @@ class GPT {
   void head_backward_tp(const void* embed, float* gembed, float dloss);
   void embed_backward_tp(float* gembed);
   void loss_tp(void* dlogits, float dloss);
-  // Unit u's replicated span (Layout::replicated_span) summed over the tensor-parallel group, where each rank
-  // holds a partial gradient of it (sequence parallelism; tensor_parallel.h says why).
+  // With sequence parallelism each rank's gradient of a replicated tensor (Layout::replicated_span) is a
+  // partial one (tensor_parallel.h): a unit's backward accumulates it into a scratch of its own
+  // (Activations::replicated_grads, zeroed by begin_replicated_grads when the unit's backward begins), and
+  // sum_replicated_grads sums the scratch over the group and adds it into the engine's buffer g, which may
+  // already hold earlier micro-steps' gradients (summing g itself would count those T times). grad_at gives
+  // where the gradient of unit u's element `offset` accumulates: the scratch, or g + offset.
+  float* grad_at(int u, float* g, int64_t offset) const;
+  void begin_replicated_grads(int u);
   void sum_replicated_grads(int u, float* g);
+  float* replicated_scratch(int u) const;
   const void* at(const void* base, int64_t elems) const;
   // train: a backward follows (forward_train), so offloaded activations are copied to the host.
   void run_forward(const int* inputs, const int* targets, int B, int T, ParamSource& params, bool train);

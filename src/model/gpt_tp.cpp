@@ -157,8 +157,9 @@ void GPT::head_backward_tp(const void* embed, float* gembed, float dloss) {
   trace::Scope ts(trace::kCompute, "backward lnf", "compute");
   const void* dmine = tp_->sum_rows(dlnf, acts_->tp_rows, N, C, "lnf backward");  // (n, C)
   const int64_t lnf = layout_.lnf_offset();
-  be_.layernorm_backward(acts_->dres, gembed + lnf, gembed + lnf + C, dmine, acts_->resid[L], at(embed, lnf),
-                         acts_->lnf_mean, acts_->lnf_rstd, n, C);
+  const int eu = layout_.embed_unit();
+  be_.layernorm_backward(acts_->dres, grad_at(eu, gembed, lnf), grad_at(eu, gembed, lnf + C), dmine,
+                         acts_->resid[L], at(embed, lnf), acts_->lnf_mean, acts_->lnf_rstd, n, C);
 }
 
 // wte's slice takes the gradient of every row whose token it holds (all N rows, gathered); wpe this rank's rows'.
@@ -167,13 +168,39 @@ void GPT::embed_backward_tp(float* gembed) {
   const void* dx = tp_->gather_rows(acts_->dres, acts_->tp_rows, N, C, "embed backward");  // (N, C)
   be_.embedding_slice_backward(gembed + layout_.wte_offset(), dx, acts_->inputs, layout_.vocab_lo(),
                                layout_.vocab_rows(), N, C);
-  be_.position_backward(gembed + layout_.wpe_offset(), acts_->dres, tp_->first_row(N), tp_->local_rows(N), T, C);
+  be_.position_backward(grad_at(layout_.embed_unit(), gembed, layout_.wpe_offset()), acts_->dres, tp_->first_row(N),
+                        tp_->local_rows(N), T, C);
+}
+
+int64_t GPT::replicated_grad_scratch(const Layout& layout) {
+  int64_t largest = 0;  // of the units but the root
+  for (int u = 0; u < layout.num_units(); u++)
+    if (!layout.is_root(u)) largest = std::max(largest, layout.replicated_span(u).numel);
+  return layout.replicated_span(layout.root_unit()).numel + largest;
+}
+
+// The root unit's span first, then the others' (one at a time: a unit's backward ends before the next begins).
+float* GPT::replicated_scratch(int u) const {
+  return acts_->replicated_grads + (layout_.is_root(u) ? 0 : layout_.replicated_span(layout_.root_unit()).numel);
+}
+
+float* GPT::grad_at(int u, float* g, int64_t offset) const {
+  if (!tp_ || !tp_->sequence_parallel()) return g + offset;  // without: every rank's gradient is the full one
+  const Layout::Span s = layout_.replicated_span(u);
+  return offset >= s.first && offset < s.first + s.numel ? replicated_scratch(u) + (offset - s.first) : g + offset;
+}
+
+void GPT::begin_replicated_grads(int u) {
+  if (!tp_ || !tp_->sequence_parallel()) return;
+  be_.zero(replicated_scratch(u), (size_t)layout_.replicated_span(u).numel * sizeof(float));
 }
 
 void GPT::sum_replicated_grads(int u, float* g) {
-  if (!tp_ || !tp_->sequence_parallel()) return;  // without: every rank computed the same full gradient
+  if (!tp_ || !tp_->sequence_parallel()) return;
   const Layout::Span s = layout_.replicated_span(u);
-  tp_->sum_grads(g + s.first, (size_t)s.numel, layout_.unit(u).name + " replicated");
+  float* partial = replicated_scratch(u);  // (s.numel) fp32: this micro-step's, this rank's rows'
+  tp_->sum_grads(partial, (size_t)s.numel, layout_.unit(u).name + " replicated");
+  be_.accumulate_f32(g + s.first, partial, (size_t)s.numel, 1.0f);
 }
 
 }  // namespace gpt

@@ -21,6 +21,7 @@
 #include "src/fsdp/engine_buffers.h"
 #include "src/fsdp/geometry.h"
 #include "src/model/activations.h"
+#include "src/model/gpt.h"
 #include "src/model/kv_cache.h"
 #include "src/model/layout.h"
 #include "src/sim/sim_step.h"
@@ -57,7 +58,7 @@ wide cuda_workspace_bytes(const MemPlanInput& in) {
   const GPTConfig& c = in.cfg;
   const int64_t tp = in.tp.size;
   return (wide)cuda::kCublasWorkspaceBytes +
-         cuda::op_scratch_bytes(in.B, in.T, c.channels, c.num_heads, 4 * (int64_t)c.channels / tp, in.attention,
+         cuda::op_scratch_bytes(in.B, in.T, c.channels, c.num_heads, GPT::max_bias_outputs(c, (int)tp), in.attention,
                                 in.cudnn_workspace.value_or(cuda::CudnnPlanWorkspace{}), tp);
 }
 
@@ -113,8 +114,9 @@ void add_step(Acc& a, const MemPlanInput& in) {
     a.add(MemDomain::device, MemCat::activation, kv_cache_bytes(in.cfg, in.T, cs));
     if (in.compute == DType::BF16) a.add(MemDomain::device, MemCat::workspace, (wide)cuda::kCublasWorkspaceBytes);
   } else {
-    const ActivationPlan acts = plan_activations(in.cfg, in.recompute, in.B, in.T, cs, attention_state_bytes(in),
-                                                 in.offload_activations, in.tp);
+    const ActivationPlan acts =
+        plan_activations(in.cfg, in.recompute, in.B, in.T, cs, attention_state_bytes(in), in.offload_activations, in.tp,
+                         GPT::replicated_grad_scratch(Layout(in.cfg, in.wrap, TpShape{in.tp.size, 0})));
     a.add(MemDomain::device, MemCat::activation, acts.total_bytes());
     a.add(MemDomain::host, MemCat::activation, acts.host_bytes());  // token-id staging, offloaded activations
     if (in.compute == DType::BF16) a.add(MemDomain::device, MemCat::workspace, cuda_workspace_bytes(in));

@@ -36,6 +36,7 @@ struct RunSpec {
   // The token stream: a pseudo-random one (stream_token), or this corpus (Tiny Shakespeare's bytes):
   // sequence j of step s starts at ((s * global_seqs + j) * (T + 1)) modulo its length.
   const std::vector<int>* corpus = nullptr;
+  float lr = 2e-3f;  // AdamW's learning rate (constant)
 };
 
 // Token of sequence j of step s at position t (targets use t+1): a fixed pseudo-random stream.
@@ -88,7 +89,8 @@ struct ShardedRun {
   }
 
   // One optimizer step; returns the global mean loss.
-  float train_step(float lr = 2e-3f) {
+  float train_step(float lr = -1) {
+    if (lr < 0) lr = spec.lr;
     const int N = dp().world(), r = dp().rank(), T = spec.T;
     const int B = spec.global_seqs / (spec.accum * N);
     engine->begin_step();

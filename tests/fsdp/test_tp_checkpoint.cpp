@@ -39,6 +39,7 @@ RunSpec spec(int tp) {
   s.accum = 2;
   s.corpus = &corpus();
   s.seed = 7;
+  s.lr = 6e-4f;  // as test_tp_parity.cpp, which says why
   s.tp.size = tp;
   s.tp.sequence_parallel = tp > 1;
   return s;
