@@ -57,6 +57,26 @@ inline CliResult run_ranks(int n, const std::string& args, const char* schedule,
   return r;
 }
 
+// `gpt_simt <args>` on n ranks; returns the model file it wrote to `out`.
+inline std::string ranks_model(int n, const std::string& args, const char* schedule, const std::string& out) {
+  const CliResult r = run_ranks(n, args + " --out " + out, schedule);
+  EXPECT_EQ(r.code, 0) << args << "\n" << r.out;
+  const std::string bytes = read_log(out + "/model.bin");
+  EXPECT_GT(bytes.size(), 0u) << args << "\n" << r.out;
+  return bytes;
+}
+
+// Whether `args` on n ranks trains the same model bytes under every schedule as in call order (the comm
+// stream is the third: compute and copy come with the backend); returns those bytes. `reference_flags` go
+// to the call-order run only (a metrics file).
+inline std::string expect_schedule_free(int n, const std::string& args, const std::string& out,
+                                 const std::string& reference_flags = "") {
+  const std::string reference = ranks_model(n, args + reference_flags, "issue", out + "_issue");
+  for (const std::string& schedule : schedules(3))
+    EXPECT_TRUE(ranks_model(n, args, schedule.c_str(), out + "_" + schedule) == reference) << args << ": " << schedule;
+  return reference;
+}
+
 // Skips unless the build has the NCCL communicator (emulated over MPI here) and mpiexec is here.
 #ifdef GPT_WITH_NCCL
 #define SKIP_WITHOUT_RANKS() \
