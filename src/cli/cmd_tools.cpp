@@ -7,6 +7,7 @@
 #include "src/cli/flags.h"
 #include "src/core/check.h"
 #include "src/util/paths.h"
+#include "src/dist/mesh.h"
 #include "src/fsdp/engine.h"
 #include "src/io/data_loader.h"
 #include "src/io/hf_gpt2.h"
@@ -24,36 +25,55 @@
 namespace gpt {
 namespace {
 
-// A single-process model with weights from an llm.c model file.
+// A model with weights from an llm.c model file; with --tp its tensor-parallel group's collectives on the
+// device's communicator. Members are destroyed in reverse: the engine and model before the groups.
 struct LoadedModel {
-  std::unique_ptr<Backend> be;
+  Runtime rt;
+  Mesh mesh;
+  std::unique_ptr<TensorParallel> tp;
   std::unique_ptr<GPT> model;
   std::unique_ptr<FsdpEngine> engine;
 };
 
-// One rank's whole model for B x T forwards (each rank holds everything: --shard none, parameters only), or
-// with `sampling` for a key/value cache of T positions, checked against the memory first
-// (runtime/preflight_run.h) unless skip.
+// Each rank's model for B x T forwards (every data-parallel rank holds all of its slices: --shard none,
+// parameters only), or with `sampling` for a key/value cache of T positions, checked against the memory first
+// (runtime/preflight_run.h) unless skip. tp > 1: consecutive ranks split the model (tensor_parallel.h), every
+// row on every rank of the group (evaluation and sampling do not split the rows).
 LoadedModel load_for_inference(const std::string& path, const std::string& device, Communicator& world, int B, int T,
-                               bool skip_preflight, const char* what, bool sampling = false) {
+                               int tp, bool skip_preflight, const char* what, bool sampling = false) {
   LoadedModel m;
-  m.be = make_backend(resolve_device(device), world.local_rank());
   MemPlanInput run;
   run.cfg = read_model_file_config(path);
   GPT_CHECK(T <= run.cfg.max_seq_len, "-T ", T, " exceeds the model's sequence length ", run.cfg.max_seq_len);
   run.world = world.world();
+  run.tp = TpOptions::parse(tp, "off");
+  check_tp_run(run.tp, run.cfg, run.world, B, T, "the world size");
+  m.rt = make_runtime(world, device, "auto", run.cfg.channels, run.cfg.num_heads);
   run.fsdp.strategy = ShardStrategy::none;
   run.fsdp.inference = true;  // parameters only: no gradient or Adam state to allocate
   run.sampling = sampling;    // (1, T) is then the key/value cache of T positions
   run.B = B;
   run.T = T;
-  run.compute = m.be->compute_dtype();
-  run.attention = apply_attention(*m.be, "auto", run.cfg.channels, run.cfg.num_heads);
-  preflight(world, *m.be, run, what, skip_preflight, false);
+  run.compute = m.rt.backend->compute_dtype();
+  run.attention = m.rt.backend->attention_path();
+  preflight(world, *m.rt.backend, run, what, skip_preflight, false);
   ModelWeights w = load_model_file(path);
-  m.model = std::make_unique<GPT>(*m.be, w.config);
-  m.engine = std::make_unique<FsdpEngine>(*m.be, world, m.model->layout(), run.fsdp);
-  for (int u = 0; u < m.model->layout().num_units(); u++) m.engine->set_unit_from_host(u, w.units[u].data());
+  if (tp > 1) {
+    m.mesh = make_mesh(*m.rt.engine_comm, tp);
+    m.tp = std::make_unique<TensorParallel>(*m.mesh.tp, false, run.compute);
+  }
+  m.model = std::make_unique<GPT>(*m.rt.backend, w.config, RecomputePolicy{}, WrapPolicy{}, false, m.tp.get());
+  m.engine = std::make_unique<FsdpEngine>(*m.rt.backend, m.mesh.dp ? *m.mesh.dp : *m.rt.engine_comm,
+                                          m.model->layout(), run.fsdp);
+  const Layout file_layout(w.config);  // the file's units: the default layout's
+  std::vector<const float*> file_units;
+  for (const std::vector<float>& u : w.units) file_units.push_back(u.data());
+  std::vector<float> mine;  // (numel of unit u) this rank's slice of the unit
+  for (int u = 0; u < m.model->layout().num_units(); u++) {
+    mine.assign((size_t)m.model->layout().unit(u).numel, 0.0f);
+    copy_unit(m.model->layout(), u, file_layout, file_units, mine.data());
+    m.engine->set_unit_from_host(u, mine.data());
+  }
   return m;
 }
 
@@ -63,12 +83,15 @@ int cmd_eval(int argc, char** argv, Communicator& world) {
   Flags f("eval", argc, argv, {"--no-preflight"});
   if (f.help()) {
     std::printf("usage: gpt eval --model MODEL.bin --val GLOB [-B 4] [-T 64] [--batches 8] [--device cpu|cuda]\n"
-                "                [--no-preflight]\n"
-                "Mean cross-entropy of the model on the data; the last line is \"val_loss <float>\".\n");
+                "                [--tp T] [--no-preflight]\n"
+                "Mean cross-entropy of the model on the data; the last line is \"val_loss <float>\".\n"
+                "  --tp T   split the model over T consecutive ranks (tensor parallelism, as gpt train --tp; every\n"
+                "           rank evaluates all rows); launch with mpirun -n (a multiple of T)\n");
     return 0;
   }
   const std::string model_path = f.required("--model"), val = f.required("--val");
   const int B = f.i32("-B", 4, 1, 1 << 20), T = f.i32("-T", 64, 1, 1 << 20), batches = f.i32("--batches", 8, 1, 1 << 30);
+  const int tp = f.i32("--tp", 1, 1, 1 << 20);
   const std::string device = f.str("--device", "auto");
   const bool skip = f.on("--no-preflight");
   f.finish();
@@ -78,7 +101,7 @@ int cmd_eval(int argc, char** argv, Communicator& world) {
     GPT_CHECK(V == rec->vocab_size, "--model ", model_path, ": a vocabulary of ", V,
               " tokens, but the --val shards were tokenized with ", rec->describe());
   }
-  LoadedModel m = load_for_inference(model_path, device, world, B, T, skip, "eval");
+  LoadedModel m = load_for_inference(model_path, device, world, B, T, tp, skip, "eval");
   DataLoader loader(val, B, T, 0, 1, m.model->config().vocab_size);
   loader.check_batches(batches, "--batches");
   std::vector<int> in((size_t)B * T), tg(in.size());
@@ -96,8 +119,9 @@ int cmd_sample(int argc, char** argv, Communicator& world) {
   if (f.help()) {
     std::printf("usage: gpt sample --model MODEL.bin [--prompt TEXT] [--tokens 128] [--temperature 1.0] [--top-k 0]\n"
                 "                  [--top-p 1.0] [--seed 1337] [--tokenizer auto|byte|gpt2] [--data-dir data] [--device ...]\n"
-                "                  [--no-preflight]\n"
-                "Generates text, streaming tokens as they are produced.\n");
+                "                  [--tp T] [--no-preflight]\n"
+                "Generates text, streaming tokens as they are produced (rank 0 prints them).\n"
+                "  --tp T   split the model over T consecutive ranks (tensor parallelism, as gpt train --tp)\n");
     return 0;
   }
   const std::string model_path = f.required("--model");
@@ -110,6 +134,7 @@ int cmd_sample(int argc, char** argv, Communicator& world) {
   Rng rng((uint64_t)f.i64("--seed", 1337, 0, INT64_MAX));
   std::string tk = f.str("--tokenizer", "auto");
   const std::string data_dir = f.str("--data-dir", default_data_dir()), device = f.str("--device", "auto");
+  const int tp = f.i32("--tp", 1, 1, 1 << 20);
   const bool skip = f.on("--no-preflight");
   f.finish();
   const GPTConfig cfg = read_model_file_config(model_path);
@@ -120,14 +145,16 @@ int cmd_sample(int argc, char** argv, Communicator& world) {
             " tokenizer's ", tok->vocab_size());
   std::vector<int> ids = prompt.empty() ? std::vector<int>{tok->eot_token()} : tok->encode(prompt, true);
   const int window = std::min<int>(cfg.max_seq_len, (int)ids.size() + tokens);  // generate()'s cache capacity
-  LoadedModel m = load_for_inference(model_path, device, world, 1, window, skip, "sample", true);
-  std::fputs(prompt.c_str(), stdout);
+  LoadedModel m = load_for_inference(model_path, device, world, 1, window, tp, skip, "sample", true);
+  const bool prints = world.rank() == 0;  // every rank draws the same tokens (the same RNG): one prints them
+  if (prints) std::fputs(prompt.c_str(), stdout);
   generate(*m.model, *m.engine, ids, tokens, sp, rng, [&](int id) {
+    if (!prints) return;
     std::string piece = tok->decode_token(id);
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
   });
-  std::fputc('\n', stdout);
+  if (prints) std::fputc('\n', stdout);
   return 0;
 }
 

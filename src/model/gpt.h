@@ -88,6 +88,7 @@ class GPT {
   BlockGrads block_grads(float* unit, int layer) const;
   void block_forward(int layer, const BlockParams& p, const void* x, void* out, bool only_scratch);
   void block_forward_cached(const BlockParams& p, int layer, int n, KvCache& cache);
+  void block_forward_cached_tp(const BlockParams& p, int layer, int n, KvCache& cache);
   void block_backward(int layer, const BlockParams& p, const BlockGrads& g, const void* x);
   // The step's ends: the embedding, the final layernorm and LM head (logits), and their backwards.
   void embed_forward(const void* embed);

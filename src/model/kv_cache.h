@@ -12,13 +12,15 @@
 
 namespace gpt {
 
-// The bytes a KvCache of `capacity` positions allocates (cs = the compute dtype's size).
-int64_t kv_cache_bytes(const GPTConfig& cfg, int capacity, int64_t cs);
+// The bytes a KvCache of `capacity` positions allocates (cs = the compute dtype's size) on a rank of a
+// tensor-parallel group of tp (its heads' keys and values, its share of the products).
+int64_t kv_cache_bytes(const GPTConfig& cfg, int capacity, int64_t cs, int tp = 1);
 
 class KvCache {
  public:
-  // capacity: the most positions it holds, 1..max_seq_len.
-  KvCache(Backend& be, const GPTConfig& cfg, int capacity);
+  // capacity: the most positions it holds, 1..max_seq_len; tp: the tensor-parallel group's size (Cl = C/tp and
+  // NHl = NH/tp below; 1 without).
+  KvCache(Backend& be, const GPTConfig& cfg, int capacity, int tp = 1);
   ~KvCache();
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
@@ -28,27 +30,28 @@ class KvCache {
   void reset() { length_ = 0; }           // the next call starts again at position 0
   void advance(int n) { length_ += n; }   // GPT::forward_cached, after appending n positions
 
-  std::vector<void*> k, v;  // [layer] (NH, capacity, hs) keys and values, compute dtype
+  std::vector<void*> k, v;  // [layer] (NHl, capacity, hs) keys and values, compute dtype
   // Scratch of one call of n <= capacity rows (compute dtype unless fp32 is named):
   void* x = nullptr;          // (n, C)   the residual stream: embeddings in, each block's output back
   void* res2 = nullptr;       // (n, C)   the stream after attention
   void* ln = nullptr;         // (n, C)   ln1, ln2 and lnf outputs in turn
-  void* qkv = nullptr;        // (n, 3C)
-  void* atty = nullptr;       // (n, C)   attention output before its projection
-  void* proj = nullptr;       // (n, C)   a projection's output before its residual add
-  void* fch = nullptr;        // (n, 4C)  fc pre-activation
-  void* fch_gelu = nullptr;   // (n, 4C)
+  void* qkv = nullptr;        // (n, 3Cl)
+  void* atty = nullptr;       // (n, Cl)  attention output before its projection
+  void* proj = nullptr;       // (n, C)   a projection's output before its residual add (a rank's share with tp)
+  void* fch = nullptr;        // (n, 4Cl) fc pre-activation
+  void* fch_gelu = nullptr;   // (n, 4Cl)
   float* mean = nullptr;      // (n) fp32 layernorm statistics
   float* rstd = nullptr;      // (n) fp32
   int* tokens = nullptr;      // (n) token ids on the device
   void* logits = nullptr;     // (Vp) the last position's logits
   float* logits_f32 = nullptr;  // (Vp) fp32: the same widened, for the host (generate)
+  void* logits_slice = nullptr;  // (Vp / tp) tensor parallelism: this rank's vocabulary slice, then gathered
 
  private:
   void* take(size_t bytes);
   void allocate(const GPTConfig& cfg);
   Backend& be_;
-  int capacity_ = 0, length_ = 0;
+  int capacity_ = 0, length_ = 0, tp_ = 1;
   std::vector<void*> owned_;
 };
 

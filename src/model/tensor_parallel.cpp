@@ -58,6 +58,18 @@ void* TensorParallel::sum_rows(void* partial, void* mine, int N, int C, const st
   return mine;
 }
 
+void TensorParallel::sum_all(void* x, size_t count, const std::string& label) {
+  TpSpan span("all-reduce " + label);
+  group_.set_label(label);
+  group_.all_reduce_async(x, count, dt_, ReduceOp::sum)->wait();
+}
+
+void TensorParallel::gather(void* out, const void* in, size_t count, const std::string& label) {
+  TpSpan span("all-gather " + label);
+  group_.set_label(label);
+  group_.all_gather_async(out, in, count, dt_)->wait();
+}
+
 void TensorParallel::sum_grads(float* grads, size_t n, const std::string& label) {
   TpSpan span("all-reduce " + label);
   group_.set_label(label);

@@ -47,6 +47,11 @@ class TensorParallel {
   // The sum over the group of `partial` (N, C): this rank's rows of it reduce-scattered into `mine`, or all of
   // them all-reduced in place. Returns where the (local_rows(N), C) result is.
   void* sum_rows(void* partial, void* mine, int N, int C, const std::string& label);
+  // The sum over the group, in place, of `count` activations on every rank's whole rows (sampling's few rows:
+  // an all-reduce, whether or not training splits the rows).
+  void sum_all(void* x, size_t count, const std::string& label);
+  // out (size * count) = every rank's `in` (count) one after another (sampling's logits, in vocabulary order).
+  void gather(void* out, const void* in, size_t count, const std::string& label);
   // The sum over the group, in place, of fp32 gradients (a replicated span's partial gradients).
   void sum_grads(float* grads, size_t n, const std::string& label);
   // Per-row statistics of the vocab-parallel loss, fp32, in place.

@@ -111,7 +111,7 @@ void add_engine(Acc& a, const EngineGeometry& geo) {
 void add_step(Acc& a, const MemPlanInput& in) {
   const int64_t cs = (int64_t)dtype_size(in.compute);
   if (in.sampling) {
-    a.add(MemDomain::device, MemCat::activation, kv_cache_bytes(in.cfg, in.T, cs));
+    a.add(MemDomain::device, MemCat::activation, kv_cache_bytes(in.cfg, in.T, cs, in.tp.size));
     if (in.compute == DType::BF16) a.add(MemDomain::device, MemCat::workspace, (wide)cuda::kCublasWorkspaceBytes);
   } else {
     const ActivationPlan acts =

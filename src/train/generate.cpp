@@ -56,7 +56,8 @@ std::vector<int> generate(GPT& model, ParamSource& params, const std::vector<int
   GPT_CHECK(count >= 0, "sample: the token count must be >= 0, got ", count);
   Backend& be = model.backend();
   std::vector<int> toks = prompt;
-  KvCache kv(be, c, (int)std::min<int64_t>(c.max_seq_len, (int64_t)prompt.size() + count));
+  KvCache kv(be, c, (int)std::min<int64_t>(c.max_seq_len, (int64_t)prompt.size() + count),
+             model.tensor_parallel() ? model.tensor_parallel()->size() : 1);
   std::vector<float> row((size_t)c.padded_vocab_size);
   for (int i = 0; i < count; i++) {
     // logits (compute dtype) -> fp32 on the device -> host
