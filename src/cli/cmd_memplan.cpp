@@ -2,6 +2,7 @@
 // before launching it (src/plan/memplan.h), as a table or JSON. With --budget it names the largest model
 // of the depth family (and which presets) fit a per-rank device budget; with --zero-table it prints
 // ZeRO's Table 1 (arXiv 1910.02054) for 7.5B parameters beside our own accounting.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -68,8 +69,14 @@ std::string join_json(const MemBreakdown& b) {
   return s + "}";
 }
 
+// "tp 2 (sequence parallel) x dp 4 | " with tensor parallelism, else "".
+std::string describe_tp(const TpOptions& tp, int world) {
+  if (tp.size == 1) return "";
+  return str("tp ", tp.size, tp.sequence_parallel ? " (sequence parallel)" : "", " x dp ", world / tp.size, " | ");
+}
+
 std::string describe_input(const MemPlanInput& in, const MemPlan& p) {
-  return str("ranks ", in.world, " | shard ", FsdpOptions::name(in.fsdp.strategy), " (group ", p.group,
+  return str("ranks ", in.world, " | ", describe_tp(in.tp, in.world), "shard ", FsdpOptions::name(in.fsdp.strategy), " (group ", p.group,
              ") | gather slots ", in.fsdp.gather_slots, in.fsdp.no_sync ? " | no-sync" : "", " | offload ",
              OffloadSet{in.fsdp.offload, in.offload_activations}.str(), " | recompute ", in.recompute.str(),
              in.wrap != WrapPolicy{} ? " | wrap " + in.wrap.str() : std::string(), " | B=", in.B, " T=", in.T,
@@ -107,7 +114,9 @@ std::string plan_json(const std::string& name, const MemPlanInput& in, const Mem
   const GPTConfig& c = in.cfg;
   return str("{\"config\": \"", name, "\", \"L\": ", c.num_layers, ", \"NH\": ", c.num_heads, ", \"C\": ", c.channels,
              ", \"maxT\": ", c.max_seq_len, ", \"V\": ", c.vocab_size, ", \"Vp\": ", c.padded_vocab_size,
-             ", \"psi\": ", p.psi, ", \"world\": ", in.world, ", \"shard\": \"", FsdpOptions::name(in.fsdp.strategy),
+             ", \"psi\": ", p.psi, ", \"world\": ", in.world, ", \"tp\": ", in.tp.size,
+             ", \"sequence_parallel\": ", in.tp.sequence_parallel ? "true" : "false", ", \"shard\": \"",
+             FsdpOptions::name(in.fsdp.strategy),
              "\", \"group\": ", p.group, ", \"gather_slots\": ", in.fsdp.gather_slots,
              ", \"no_sync\": ", in.fsdp.no_sync ? "true" : "false", ", \"offload\": \"",
              OffloadSet{in.fsdp.offload, in.offload_activations}.str(), "\", \"recompute\": \"", in.recompute.str(), "\", \"wrap\": \"", in.wrap.str(), "\", \"B\": ", in.B,
@@ -243,7 +252,7 @@ int cmd_memplan(int argc, char** argv, Communicator& world) {
   const std::string hw_path = f.str("--hardware", "");
   TimeModelInput tin;
   tin.trace_path = f.str("--trace", "");
-  const int64_t tokens = (int64_t)in.B * in.T * in.world;
+  const int64_t tokens = (int64_t)in.B * in.T * (in.world / std::max(1, in.tp.size));  // data-parallel ranks' rows
   const int64_t total = f.i64("--total-batch", tokens, 1, (int64_t)1 << 50);
   tin.ranks_per_node = f.i32("--ranks-per-node", 0, 0, 1 << 20);
   tin.threads_per_rank = f.i32("--threads-per-rank", 0, 0, 1 << 20);

@@ -115,6 +115,7 @@ bool plan_auto_requested(Flags& f) {
 
 void apply_plan_auto(Flags& f, TrainOptions& o, Communicator& world) {
   GPT_CHECK(o.fsdp.engine == EngineKind::full, "--engine naive: --plan auto plans the full engine's levers; drop one");
+  GPT_CHECK(o.tp.size == 1, "--tp ", o.tp.size, ": --plan auto searches meshes without tensor parallelism; drop one");
   const DeviceKind dev = resolve_device(o.device);
   std::string hw_path = f.str("--hardware", "");
   PlanRequest rq;

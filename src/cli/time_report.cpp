@@ -44,8 +44,20 @@ std::string time_table(const TimeModelInput& in, const TimePlan& p, const Hardwa
              " ms exposed", p.comm_s > 0 ? str(" (", fmt("%.0f", 100 * (1 - p.exposed_comm_s / p.comm_s)), "% hidden)") : "",
              "\n");
   out += "  bytes sent per rank per step (ring accounting, as the communication ledger counts):";
+  const bool tp = in.run.tp.size > 1;
+  if (tp) out += " fsdp";
+  bool any = false;
   for (int k = 0; k < kCollKinds; k++)
-    if (p.calls[k] > 0) out += str(" ", collkind_name((CollKind)k), " ", p.bytes[k], " (", p.calls[k], " calls)");
+    if (p.calls[k] > 0) {
+      out += str(" ", collkind_name((CollKind)k), " ", p.bytes[k], " (", p.calls[k], " calls)");
+      any = true;
+    }
+  if (tp && !any) out += " none";
+  if (tp) {
+    out += "; tp";
+    for (int k = 0; k < kCollKinds; k++)
+      if (p.tp_calls[k] > 0) out += str(" ", collkind_name((CollKind)k), " ", p.tp_bytes[k], " (", p.tp_calls[k], " calls)");
+  }
   if (p.comm_s == 0) out += " none";
   out += "\n";
   out += str("  tokens/s      ", fmt("%10.1f", p.tokens_per_s), " (all ranks)   MFU ", fmt("%.1f", 100 * p.mfu),
@@ -58,10 +70,12 @@ std::string time_table(const TimeModelInput& in, const TimePlan& p, const Hardwa
 
 std::string time_json_members(const TimeModelInput& in, const TimePlan& p, const HardwareSpec& hw) {
   const StepPhases& ph = p.phases;
-  std::string bytes, calls;
+  std::string bytes, calls, tp_bytes, tp_calls;
   for (int k = 0; k < kCollKinds; k++) {
     bytes += str(k ? ", " : "", "\"", collkind_name((CollKind)k), "\": ", p.bytes[k]);
     calls += str(k ? ", " : "", "\"", collkind_name((CollKind)k), "\": ", p.calls[k]);
+    tp_bytes += str(k ? ", " : "", "\"", collkind_name((CollKind)k), "\": ", p.tp_bytes[k]);
+    tp_calls += str(k ? ", " : "", "\"", collkind_name((CollKind)k), "\": ", p.tp_calls[k]);
   }
   std::string units;
   for (size_t u = 0; u < p.units.size(); u++) {
@@ -79,6 +93,7 @@ std::string time_json_members(const TimeModelInput& in, const TimePlan& p, const
              ", \"copies\": ", ms(ph.copies), ", \"exposed_comm\": ", ms(ph.exposed_comm), ", \"optimizer\": ",
              ms(ph.optimizer), ", \"host_wait\": ", ms(ph.host_wait), "}, \"hardware_flops_per_step\": ", p.hardware_flops,
              ", \"model_flops_per_token\": ", p.model_flops_per_token, ", \"bytes\": {", bytes, "}, \"calls\": {", calls,
+             "}, \"tp_bytes\": {", tp_bytes, "}, \"tp_calls\": {", tp_calls,
              "}, \"profile\": ", json_quote(p.profile), ", \"network\": ", json_quote(p.network), ", \"units\": [", units,
              "], \"plan_ms\": ", ms(p.plan_s), ", \"notes\": [", notes, "]");
 }

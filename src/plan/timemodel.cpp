@@ -38,6 +38,8 @@ TimePlan plan_time(const TimeModelInput& in, const HardwareSpec& hw) {
   plan.exposed_comm_s = plan.phases.exposed_comm;
   plan.bytes = r.bytes;
   plan.calls = r.calls;
+  plan.tp_bytes = r.tp_bytes;
+  plan.tp_calls = r.tp_calls;
   plan.gathers_ahead = r.gathers_ahead;
   for (const sim::SimUnit& u : r.units) plan.units.push_back({u.name, u.forward, u.recompute, u.backward});
   plan.profile = r.profile;
@@ -48,7 +50,8 @@ TimePlan plan_time(const TimeModelInput& in, const HardwareSpec& hw) {
   plan.device_peak = r.device_peak;
   plan.host_peak = r.host_peak;
   const GPTConfig& cfg = in.run.cfg;
-  const double tokens = (double)in.run.B * in.run.T * in.run.world * in.grad_accum;
+  // the ranks of a tensor-parallel group share their sequences
+  const double tokens = (double)in.run.B * in.run.T * (in.run.world / in.run.tp.size) * in.grad_accum;
   plan.tokens_per_s = plan.step_s > 0 ? tokens / plan.step_s : 0;
   const double n = (double)(cfg.num_params() - (int64_t)cfg.max_seq_len * cfg.channels);
   plan.model_flops_per_token = 6.0 * n + 12.0 * cfg.num_layers * cfg.channels * in.run.T;

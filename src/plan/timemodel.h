@@ -60,6 +60,7 @@ struct TimePlan {
   double peak_flops = 0;          // per rank, from the hardware file (and the CPU profile used)
   std::array<int64_t, kCollKinds> bytes{};  // per rank per step, ring accounting (== the ledger)
   std::array<int64_t, kCollKinds> calls{};  // collectives per kind per step (scalar helpers not counted)
+  std::array<int64_t, kCollKinds> tp_bytes{}, tp_calls{};  // the tensor-parallel group's, apart (the model's)
   std::vector<UnitTime> units;
   // Per acquire of the step, in call order (every micro-step): the all-gathers in flight beyond the acquired
   // unit once its prefetch window is filled, which the engine's trace shows while that unit computes.

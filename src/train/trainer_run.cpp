@@ -30,7 +30,11 @@ void Trainer::print_startup_report() {
   const int N = world_.world();
   log_rank0(world_, "model ", opt_.config_name, ": ", c.describe(), " | recompute ", opt_.recompute.str(),
             " | wrap ", opt_.wrap.str(), " (", engine_->num_units(), " units)");
-  log_rank0(world_, "backend ", backend().name(), " | ranks ", N, " | shard ", FsdpOptions::name(opt_.fsdp.strategy),
+  log_rank0(world_, "backend ", backend().name(), " | ranks ", N,
+            opt_.tp.size > 1 ? str(" | tp ", opt_.tp.size, opt_.tp.sequence_parallel ? " (sequence parallel)" : "",
+                                   " x dp ", N / opt_.tp.size)
+                             : std::string(),
+            " | shard ", FsdpOptions::name(opt_.fsdp.strategy),
             " (group ", engine_->shard_group_size(), ") | offload ", OffloadSet{opt_.fsdp.offload, opt_.offload_activations}.str(),
             " | gather slots ", opt_.fsdp.gather_slots, opt_.fsdp.no_sync ? " | no-sync" : "", " | reduce ",
             FsdpOptions::reduce_dtype_name(opt_.fsdp.reduce_dtype), " | attention ",
