@@ -8,9 +8,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <regex>
 #include <string>
 
+#include "src/io/atomic_file.h"
 #include "tests/common/test_paths.h"
 
 namespace gpt::test {
@@ -66,6 +68,43 @@ TEST(TpCli, AnExportedRunEvaluatesToItsOwnLossAndConsolidates) {
   size_t count = 0;
   for (size_t at = s.out.find("ROMEO:"); at != std::string::npos; at = s.out.find("ROMEO:", at + 1)) count++;
   EXPECT_EQ(count, 1u) << "the prompt and its tokens print once, from rank 0:\n" << s.out;
+
+  // --init-from the exported file: one process and a group of two start from the same weights (the group's
+  // slices cut from the file's whole tensors), so their first steps' losses agree as the evaluations do
+  const std::string init = "train " + kModel + "--steps 1 --quiet --sample-tokens 0 --init-from " + run +
+                           "/model.bin --train '" + data + "/train_*.bin' --metrics ";
+  const CliResult i1 = run_gpt(init + dir + "/i1.jsonl");
+  const CliResult i2 = ranks(2, init + dir + "/i2.jsonl --tp 2");
+  ASSERT_EQ(i1.code, 0) << i1.out;
+  ASSERT_EQ(i2.code, 0) << i2.out;
+  EXPECT_NEAR(last_value(read_log(dir + "/i1.jsonl"), "\"loss\":"), last_value(read_log(dir + "/i2.jsonl"), "\"loss\":"),
+              printed);
+}
+
+// A checkpoint whose recorded tensor-parallel size no mesh of its files can hold (T = 3 over 2 ranks) is a
+// one-line error naming the file, not a misread model: the header word is rewritten and the manifest's
+// checksum with it, so only the size is wrong.
+TEST(TpCli, ACheckpointWithAnImpossibleSizeIsRefused) {
+  if (run_command("command -v mpiexec") != 0) GTEST_SKIP() << "mpiexec not installed";
+  const std::string dir = scratch_dir(), run = dir + "/run";
+  const CliResult t = ranks(2, "train " + kModel + "--steps 1 --quiet --tp 2 --sample-tokens 0 --train '" +
+                                   shakespeare_byte_dir() + "/train_*.bin' --out " + run);
+  ASSERT_EQ(t.code, 0) << t.out;
+  const std::string ckpt = run + "/ckpt_00000001", file = ckpt + "/rank_00000.bin";
+  std::string bytes = read_log(file);
+  const int64_t three = 3;
+  ASSERT_GT(bytes.size(), 8u + 26 * 8);
+  std::memcpy(&bytes[8 + 25 * 8], &three, 8);  // word 25: the tensor-parallel size (checkpoint.cpp)
+  write_file_atomic(file, bytes.data(), bytes.size());
+  std::string manifest = read_log(ckpt + "/manifest.txt");
+  const std::string line = "file rank_00000.bin " + std::to_string(bytes.size()) + " ";
+  const size_t at = manifest.find(line);
+  ASSERT_NE(at, std::string::npos) << manifest;
+  const size_t end = manifest.find('\n', at);
+  manifest.replace(at, end - at, line + std::to_string(crc32_update(0, bytes.data(), bytes.size())));
+  write_file_atomic(ckpt + "/manifest.txt", manifest.data(), manifest.size());
+  expect_gpt_error("export --from " + ckpt + " --out " + dir + "/x.bin",
+                   "checkpoint file " + file + ": tensor-parallel size 3 does not divide its world 2");
 }
 
 }  // namespace

@@ -12,6 +12,10 @@
 // The rate is the trainer's default, 6e-4: at the fixtures' usual 2e-3 this model on real text is so sensitive
 // that one process alone, summing in another order, moves its loss by 5e-4 to 5e-3 within 20 steps (the floor
 // measured so), past the 1e-5 any implementation could then meet; at 6e-4 that floor is 1e-6 to 4e-6.
+// The cases: T = 2 (2 ranks) with and without sequence parallelism, recompute full, selective and every:2,
+// offload of parameters, optimizer and activations, wraps of 2 and 3 blocks (a unit's replicated span holding
+// several blocks' whole tensors) and --no-sync (accumulators that hold earlier micro-steps' gradients); at 4
+// ranks T = 2 x DP = 2 under every strategy and with --no-sync, and T = 4.
 // Also: a run repeats itself bit for bit; the tensors every rank of a group holds whole stay the same on
 // every rank; and the GPT-2 vocabulary (V = 50257, T = 2 and 4) over fewer steps.
 #include <gtest/gtest.h>
@@ -60,10 +64,12 @@ struct Case {
   bool sp;
   ShardStrategy st = ShardStrategy::full;
   const char* recompute = "none";
-  const char* offload = "none";  // params, activations, or params,activations
+  const char* offload = "none";  // optimizer, params, activations, or params,activations
+  const char* wrap = "block";
+  bool no_sync = false;
   std::string label() const {
     return "tp" + std::to_string(tp) + (sp ? "_sp" : "_nosp") + "_" + FsdpOptions::name(st) + "_rc" +
-           std::string(recompute) + "_off" + std::string(offload);
+           std::string(recompute) + "_off" + std::string(offload) + "_wrap" + wrap + (no_sync ? "_nosync" : "");
   }
 };
 
@@ -76,8 +82,12 @@ RunSpec case_spec(const Case& c, const RunSpec& base) {
   if (c.st == ShardStrategy::hybrid) s.fsdp.shard_group = 1;  // DP = 2 here: groups of 1, replicas across them
   s.recompute = RecomputePolicy::parse(c.recompute);
   const std::string off = c.offload;
-  s.fsdp.offload = off.find("params") != std::string::npos ? OffloadMode::params : OffloadMode::none;
+  s.fsdp.offload = off.find("params") != std::string::npos      ? OffloadMode::params
+                   : off.find("optimizer") != std::string::npos ? OffloadMode::optimizer
+                                                                : OffloadMode::none;
   s.offload_activations = off.find("activations") != std::string::npos;
+  s.wrap = WrapPolicy::parse(c.wrap);
+  s.fsdp.no_sync = c.no_sync;
   return s;
 }
 
@@ -127,11 +137,13 @@ std::vector<Case> cases_for(int N) {
   std::vector<Case> out;
   if (N == 2) {
     out = {{2, true}, {2, false}, {2, true, ShardStrategy::full, "full"}, {2, false, ShardStrategy::full, "selective"},
-           {2, true, ShardStrategy::full, "none", "params,activations"}, {2, false, ShardStrategy::full, "every:2", "activations"}};
+           {2, true, ShardStrategy::full, "none", "params,activations"}, {2, false, ShardStrategy::full, "every:2", "activations"},
+           {2, true, ShardStrategy::full, "none", "optimizer", "blocks:2"}, {2, true, ShardStrategy::full, "full", "none", "blocks:3", true}};
   } else if (N == 4) {
     for (ShardStrategy st : {ShardStrategy::full, ShardStrategy::grad_op, ShardStrategy::none, ShardStrategy::hybrid})
       out.push_back({2, true, st});
     out.push_back({2, false, ShardStrategy::grad_op, "full", "params"});
+    out.push_back({2, true, ShardStrategy::full, "none", "none", "blocks:2", true});  // --no-sync over DP = 2
     out.push_back({4, true});
     out.push_back({4, false, ShardStrategy::full, "full", "activations"});
   }
