@@ -252,7 +252,8 @@ int cmd_memplan(int argc, char** argv, Communicator& world) {
   const std::string hw_path = f.str("--hardware", "");
   TimeModelInput tin;
   tin.trace_path = f.str("--trace", "");
-  const int64_t tokens = (int64_t)in.B * in.T * (in.world / std::max(1, in.tp.size));  // data-parallel ranks' rows
+  // the data-parallel ranks' rows (at least one: a world smaller than --tp is refused by the plan's checks)
+  const int64_t tokens = (int64_t)in.B * in.T * std::max(1, in.world / std::max(1, in.tp.size));
   const int64_t total = f.i64("--total-batch", tokens, 1, (int64_t)1 << 50);
   tin.ranks_per_node = f.i32("--ranks-per-node", 0, 0, 1 << 20);
   tin.threads_per_rank = f.i32("--threads-per-rank", 0, 0, 1 << 20);
