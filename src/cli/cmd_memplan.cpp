@@ -231,12 +231,7 @@ int cmd_memplan(int argc, char** argv, Communicator& world) {
   for (const char* flag : {"--train", "--val"})  // read only for their tokenizer record, but they must name shards
     if (f.has(flag)) glob_files(f.str(flag, ""), flag);
   in.world = f.i32("--world", world.world(), 1, 1 << 20);
-  const ShardingFlags sharding = parse_sharding_flags(f);
-  in.fsdp = sharding.fsdp;
-  in.tp = sharding.tp;
-  in.offload_activations = sharding.offload_activations;
-  in.recompute = sharding.recompute;
-  in.wrap = sharding.wrap;
+  parse_sharding_flags(f, in);
   GPT_CHECK(in.fsdp.engine == EngineKind::full, "gpt memplan: --engine naive is not planned (the plans are the full ",
             "engine's; the naive one never holds more)");
   in.B = f.i32("-B", 4, 1, 1 << 20);

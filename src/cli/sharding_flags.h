@@ -22,4 +22,15 @@ struct ShardingFlags {
 
 ShardingFlags parse_sharding_flags(Flags& f);
 
+// The flags into a run's options (TrainOptions, MemPlanInput: the fields of the same names).
+template <class Run>
+void parse_sharding_flags(Flags& f, Run& run) {
+  const ShardingFlags s = parse_sharding_flags(f);
+  run.fsdp = s.fsdp;
+  run.tp = s.tp;
+  run.offload_activations = s.offload_activations;
+  run.recompute = s.recompute;
+  run.wrap = s.wrap;
+}
+
 }  // namespace gpt

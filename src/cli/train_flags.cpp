@@ -181,12 +181,7 @@ TrainOptions parse_train_flags(Flags& f, const std::string& default_config) {
             o.device, "'");
   o.attention = f.str("--attention", "auto");
   check_attention_flag(o.attention);
-  const ShardingFlags sharding = parse_sharding_flags(f);
-  o.fsdp = sharding.fsdp;
-  o.tp = sharding.tp;
-  o.offload_activations = sharding.offload_activations;
-  o.recompute = sharding.recompute;
-  o.wrap = sharding.wrap;
+  parse_sharding_flags(f, o);
   GPT_CHECK(o.recompute.mode != RecomputePolicy::Mode::every || o.recompute.every_k <= o.model.num_layers,
             "--recompute every:", o.recompute.every_k, " exceeds the model's ", o.model.num_layers, " layers");
   o.val_every = f.i32("--val-every", 0, 0, 1 << 30);
