@@ -33,7 +33,8 @@ import common as c
 
 NAME = "time_model"
 
-# (label, preset, ranks, extra flags): d2..d12, N = 1, 2, 4, the strategies, recompute and offload.
+# (label, preset, ranks, extra flags): d2..d12, N = 1, 2, 4, the strategies, recompute and offload, and
+# tensor parallelism (--tp 2 and 4, with and without sequence parallelism, alone and x 2 data-parallel ranks).
 CONFIGS = [
     ("d2 N1 full", "d2", 1, []),
     ("d4 N1 full", "d4", 1, []),
@@ -59,6 +60,17 @@ CONFIGS = [
     ("d6 N4 hybrid G2", "d6", 4, ["--shard", "hybrid", "--shard-group", "2"]),
     ("d12 N4 full", "d12", 4, []),
     ("d6 N4 full offload params", "d6", 4, ["--offload", "params"]),
+    # tensor parallelism: -B is per data-parallel rank (the ranks of a group share their sequences)
+    ("d4 N2 tp2", "d4", 2, ["--tp", "2"]),
+    ("d6 N2 tp2", "d6", 2, ["--tp", "2"]),
+    ("d12 N2 tp2", "d12", 2, ["--tp", "2"]),
+    ("d6 N2 tp2 sp off", "d6", 2, ["--tp", "2", "--sequence-parallel", "off"]),
+    ("d6 N2 tp2 recompute full", "d6", 2, ["--tp", "2", "--recompute", "full"]),
+    ("d4 N4 tp4", "d4", 4, ["--tp", "4"]),
+    ("d4 N4 tp2 x dp2 full", "d4", 4, ["--tp", "2"]),
+    ("d6 N4 tp2 x dp2 full", "d6", 4, ["--tp", "2"]),
+    ("d6 N4 tp2 x dp2 sp off", "d6", 4, ["--tp", "2", "--sequence-parallel", "off"]),
+    ("d12 N4 tp4", "d12", 4, ["--tp", "4"]),
 ]
 
 

@@ -92,9 +92,11 @@ void Trainer::maybe_write_metrics(const StepStats& s, float val_loss) {
   const MemoryLedger& led = backend().ledger();
   const CommCounters cc = engine_->traffic_step();
   double peak = (double)led.peak_total(MemDomain::device), sent = (double)cc.total_sent();
+  double tp_sent = mesh_.tp ? (double)mesh_.tp->ledger().step().total_sent() : 0;  // the model's, apart
   if (world_.world() > 1) {
     peak = world_.all_reduce_max(peak);
     sent = world_.all_reduce_max(sent);
+    tp_sent = world_.all_reduce_max(tp_sent);
   }
   if (!metrics_) return;
   std::fprintf(metrics_,
@@ -103,6 +105,7 @@ void Trainer::maybe_write_metrics(const StepStats& s, float val_loss) {
                "\"max_rank_bytes_sent\": %.0f",
                (long long)s.step, s.loss, s.lr, s.grad_norm, s.ms, s.tokens_per_s, s.mfu, s.skipped ? "true" : "false",
                (long long)engine_->model_state_bytes(), peak, sent);
+  if (mesh_.tp) std::fprintf(metrics_, ", \"max_rank_tp_bytes_sent\": %.0f", tp_sent);
   if (!std::isnan(val_loss)) std::fprintf(metrics_, ", \"val_loss\": %.6f", val_loss);
   std::fprintf(metrics_, "}\n");
   std::fflush(metrics_);
@@ -133,6 +136,7 @@ void Trainer::run() {
   float val = NAN;
   for (int64_t i = first; i < opt_.steps; i++) {
     engine_->begin_traffic_step();
+    if (mesh_.tp) mesh_.tp->ledger().begin_step();
     backend().ledger().reset_peaks();
     watchdog::at_step(i + 1);
     StepStats s = step();
