@@ -11,18 +11,25 @@ Attention: the simple path (batched products and a softmax that keeps the probab
 models, whose heads (128, 200) the fused kernel does not take; minGPT and Megatron-LM of 2019-2022 computed
 attention the same explicit way. The llm.c runs use the fused (flash-style) path, as llm.c uses cuDNN's.
 
+Tensor-parallel runs (published_tp.py: Megatron-LM's scaling study, ZeRO-100B as it ran, Megatron-LM on
+DGX-1-class nodes measured by OneFlow's DLPerf) are restated with --tp; their section compares each with a
+baseline of its own source, and the cube-mesh runs again on the same hardware file with an NVSwitch in its place.
+
 Throughput is compared in the metric the source reports:
   - TFLOPS per GPU, Megatron-LM's count with full activation recompute (Narayanan et al. 2021, used by the
-    PyTorch FSDP AWS post): F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) per iteration of B sequences;
+    PyTorch FSDP AWS post): F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) per iteration of B sequences, which
+    the T GPUs of a tensor-parallel group share;
   - tokens/s, or MFU against the dense bf16 peak (llm.c).
 Writes OUT/published.csv and OUT/published.md.
 """
 import csv
 import json
 import subprocess
+import tempfile
 from pathlib import Path
 
 import common as c
+import published_tp as tp
 
 NAME = "time_model"
 
@@ -217,17 +224,21 @@ CASES = [
         ("fairseq-13b-8xv100-shared-host-act", "params,activations", "v100_32gb_8gpu_shared_host.json",
          "as fairseq-13b-1xv100; activation offload added; host shared as above"),
     ]],
+    *tp.TP_CASES,
 ]
 
 
 def megatron_tflops_per_gpu(case, step_ms):
-    """Megatron-LM's FLOPs per iteration with full recompute, per GPU per second (B per GPU)."""
+    """Megatron-LM's FLOPs per iteration with full recompute, per GPU per second (B per data-parallel rank, whose
+    T tensor-parallel GPUs share its sequences)."""
     kv = dict(zip(case["model"][::2], case["model"][1::2]))
     rv = dict(zip(case["run"][::2], case["run"][1::2]))
+    if "--total-batch" in rv:
+        raise c.UserError(f"{case['id']}: a TFLOPS case counts one micro-step per step; drop --total-batch")
     l, h, V = int(kv["--n-layer"]), int(kv["--d-model"]), int(kv["--vocab"])
-    B, s = int(rv["-B"]), int(rv["-T"])
+    B, s, T = int(rv["-B"]), int(rv["-T"]), int(rv.get("--tp", 1))
     F = 96.0 * B * s * l * h * h * (1 + s / (6.0 * h) + V / (16.0 * l * h))
-    return F / (step_ms / 1e3) / 1e12
+    return F / T / (step_ms / 1e3) / 1e12
 
 
 def fairseq_section(by_id):
@@ -305,6 +316,14 @@ def fairseq_section(by_id):
         "excludes them only where the log interval does).", ""])
 
 
+def memplan_json(case, cmd, timeout):
+    """The last line of `gpt memplan ... --json`, or a one-line error naming the case."""
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise c.UserError(f"{case['id']}: gpt memplan failed: {p.stdout.strip()[-300:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
 def parse():
     p = c.base_parser(NAME, __doc__.splitlines()[0])
     return p.parse_args()
@@ -315,14 +334,15 @@ def main():
     gpt = c.check_gpt(a.gpt)
     out = c.out_dir(a, NAME)
     rows = []
+    ablation = tempfile.TemporaryDirectory(prefix="time_model_published_")  # the NVSwitch copies of cube-mesh files
     for case in CASES:
         hw = c.REPO / "data" / "hardware" / case["hardware"]
         cmd = [gpt, "memplan", "--device", "cuda", *case["model"], *case["run"], "--time", "--hardware", str(hw), "--json"]
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=a.timeout)
-        if p.returncode != 0:
-            raise c.UserError(f"{case['id']}: gpt memplan failed: {p.stdout.strip()[-300:]}")
-        j = json.loads(p.stdout.strip().splitlines()[-1])
+        j = memplan_json(case, cmd, a.timeout)
         t = j["time"]
+        nvs = None
+        if case.get("ablate_nvswitch"):
+            nvs = memplan_json(case, cmd[:-2] + [str(tp.nvswitch_copy(hw, ablation.name)), "--json"], a.timeout)["time"]
         hwj = json.load(open(hw))
         fits = j["device_peak_bytes"] <= hwj.get("memory_bytes", float("inf"))
         host_fits = j["host_peak_bytes"] <= case["host_memory"] if "host_memory" in case else None
@@ -339,6 +359,9 @@ def main():
                      "world": j["world"],
                      "device_peak_gib": j["device_peak_bytes"] / 2**30, "fits": fits, "hardware": case["hardware"],
                      "host_peak_gib": j["host_peak_bytes"] / 2**30, "host_fits": host_fits,
+                     "tp_bytes": sum(t["tp_bytes"].values()), "fsdp_bytes": sum(t["bytes"].values()),
+                     "notes": t["notes"],
+                     "nvswitch_tokens_per_s": nvs["tokens_per_s"] if nvs else None,
                      "command": "gpt " + " ".join(cmd[1:]).replace(str(c.REPO) + "/", ""), "case": case})
         print(f"{case['id']:26s} {case['metric']:12s} published {case['value']:12.4g} predicted {pred:12.4g} "
               f"ratio {pred / case['value']:5.2f}  step {t['step_ms']:9.1f} ms exposed comm {t['exposed_comm_ms']:8.1f} ms"
@@ -365,6 +388,7 @@ def main():
             f.write(f"**{r['id']}**. Source: {cs['source']}. Published: {cs['published']}. Their configuration: "
                     f"{cs['config']}. Restated as `{r['command']}`. Differences: {cs['differences']}.\n\n")
         f.write(fairseq_section({r["id"]: r for r in rows}))
+        f.write(tp.tp_section({r["id"]: r for r in rows}))
     print(f"wrote {out / 'published.csv'} and {out / 'published.md'}")
 
 

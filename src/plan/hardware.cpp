@@ -40,6 +40,15 @@ double RateCurve::max_y() const {
   return m;
 }
 
+const char* intra_topology_name(IntraTopology t) {
+  switch (t) {
+    case IntraTopology::none: return "none";
+    case IntraTopology::nvswitch: return "nvswitch";
+    case IntraTopology::hybrid_cube_mesh: return "hybrid_cube_mesh";
+  }
+  return "?";
+}
+
 const std::vector<std::string>& kernel_families() {
   static const std::vector<std::string> k = {"layernorm_forward", "layernorm_backward", "gelu_forward", "gelu_backward",
                                              "classifier_forward", "classifier_backward", "adamw"};
@@ -132,7 +141,48 @@ ComputeProfile read_profile(const JsonValue& v, size_t i, const std::string& fil
   return cp;
 }
 
-// network: overlap, devices per node, the intra- and inter-node links and the measured per-collective fits.
+IntraTopology parse_topology(const std::string& name, const std::string& file) {
+  if (name == "nvswitch") return IntraTopology::nvswitch;
+  if (name == "hybrid_cube_mesh") return IntraTopology::hybrid_cube_mesh;
+  fail(file, ": field network.intra_topology: expected \"nvswitch\" or \"hybrid_cube_mesh\", got \"", name, "\"");
+}
+
+// network.intra_topology and, for a hybrid cube mesh, network.intra_rings (hardware.h). Required in a gpu
+// file, refused in a cpu file (its collectives are measured fits; there are no links to route rings over).
+void read_topology(Obj& net, const std::string& file, HardwareSpec& h) {
+  const JsonValue* tv = net.get("intra_topology");
+  const JsonValue* rv = net.get("intra_rings");
+  if (h.kind == "cpu") {
+    GPT_CHECK(!tv && !rv, file, ": field network.", tv ? "intra_topology" : "intra_rings",
+              ": a cpu file has no intra-node topology (its collectives are priced by measured fits)");
+    return;
+  }
+  GPT_CHECK(tv, file, ": field network.intra_topology: missing (a gpu file states how its node's GPUs are wired: "
+            "\"nvswitch\" or \"hybrid_cube_mesh\")");
+  h.intra_topology = parse_topology(net.need_text("intra_topology"), file);
+  if (h.intra_topology == IntraTopology::nvswitch) {
+    GPT_CHECK(!rv, file, ": field network.intra_rings: an nvswitch node has one ring bandwidth (network.intra); "
+              "intra_rings is for \"hybrid_cube_mesh\"");
+    return;
+  }
+  GPT_CHECK(rv && rv->kind == JsonValue::Kind::array && !rv->items.empty(), file,
+            ": field network.intra_rings: expected a non-empty array of {\"ranks\", \"bandwidth\"} (a hybrid cube mesh's "
+            "ring bandwidth per group size), got ", rv ? rv->kind_name() : "nothing");
+  for (size_t i = 0; i < rv->items.size(); i++) {
+    Obj o(rv->items[i], str("network.intra_rings[", i, "]"), file);
+    IntraRing r;
+    r.ranks = (int)o.need_int("ranks", 2, h.devices_per_node);
+    const double eff = o.num("efficiency", 1.0, 1e-6, 1.0);
+    r.bandwidth = o.need_num("bandwidth", 1e-300, 1e300) * eff;
+    o.finish();
+    GPT_CHECK(h.intra_rings.empty() || r.ranks > h.intra_rings.back().ranks, file, ": field network.intra_rings[", i,
+              "].ranks: the rings must be listed by increasing ranks (", r.ranks, " after ", h.intra_rings.back().ranks, ")");
+    h.intra_rings.push_back(r);
+  }
+}
+
+// network: overlap, devices per node, the intra- and inter-node links, the intra-node topology and the measured
+// per-collective fits.
 void read_network(const JsonValue& nv, const std::string& file, HardwareSpec& h) {
   Obj net(nv, "network", file);
   h.overlap = net.boolean("overlap", h.kind == "gpu");
@@ -147,6 +197,7 @@ void read_network(const JsonValue& nv, const std::string& file, HardwareSpec& h)
   } else {
     h.inter = h.intra;
   }
+  read_topology(net, file, h);
   if (const JsonValue* mv = net.get("measured")) {
     GPT_CHECK(mv->kind == JsonValue::Kind::array, file, ": field network.measured: expected an array, got ",
               mv->kind_name());
@@ -299,6 +350,11 @@ std::string hardware_to_json(const HardwareSpec& h) {
   s += str("  \"network\": {\n    \"overlap\": ", h.overlap ? "true" : "false", ",\n    \"devices_per_node\": ",
            h.devices_per_node, ",\n    \"intra\": ", link_json(h.intra, "bandwidth"), ",\n    \"inter\": ",
            link_json(h.inter, "bandwidth_per_node"));
+  if (h.intra_topology != IntraTopology::none)
+    s += str(",\n    \"intra_topology\": \"", intra_topology_name(h.intra_topology), "\"");
+  for (size_t i = 0; i < h.intra_rings.size(); i++)
+    s += str(i ? ",\n      " : ",\n    \"intra_rings\": [\n      ", "{\"ranks\": ", h.intra_rings[i].ranks,
+             ", \"bandwidth\": ", num(h.intra_rings[i].bandwidth), "}", i + 1 == h.intra_rings.size() ? "\n    ]" : "");
   if (!h.measured.empty()) {
     s += ",\n    \"measured\": [";
     for (size_t i = 0; i < h.measured.size(); i++) {

@@ -38,6 +38,25 @@
 // stream), false when they progress only inside wait() (OpenMPI without a progress thread: see the note at
 // the top of src/dist/comm_mpi.cpp).
 //
+// Intra-node topology (network.intra_topology, required in a gpu file): how the node's GPUs are wired,
+// which decides what a ring of G of them reaches (src/plan/collectives.cpp prices a group inside a node by it):
+//   "nvswitch"          every GPU reaches every other at its full NVLink bandwidth through the switches
+//                       (DGX-2, DGX A100, DGX H100/H200): a ring of any size inside the node runs at
+//                       network.intra.bandwidth;
+//   "hybrid_cube_mesh"  point-to-point NVLinks, a different number between different pairs (the V100 DGX-1:
+//                       GPU 0 has one link to GPUs 1 and 2, two to GPUs 3 and 4, none to 5-7), so NCCL's rings
+//                       over 2, 4 or 8 GPUs use different links and reach different bandwidths. The file
+//                       then lists them in network.intra_rings: [{"ranks": G, "bandwidth": B/s,
+//                       "efficiency": f (optional, default 1)}, ...], the bus bandwidth of a ring over the
+//                       GPUs 0..G-1 of a node (the groups tensor parallelism forms: consecutive ranks), each
+//                       number with its source in the file's sources. A group of a size the list does not
+//                       have is an error naming the file and the size; a group inside a node of a listed size
+//                       is priced at its ring whatever its ranks (a strided group of G may have fewer links
+//                       among its GPUs than 0..G-1: not modelled). Latency per step: network.intra.latency_s.
+// A cpu file has no intra_topology: its ranks share one host's memory, and its collectives are priced by the
+// per-collective fits `gpt bench --calibrate` measured through the engine's own communicator (`measured`), or
+// by network.intra, which already is that memory's rate; there are no links to route rings over.
+//
 // Errors are one line naming the file and the field: "hw.json: field network.intra.bandwidth: expected a
 // positive number, got -1".
 #pragma once
@@ -97,6 +116,15 @@ struct MeasuredNetwork {
   Link reduce_scatter_bf16, all_reduce_bf16;
 };
 
+// How a node's GPUs are wired (network.intra_topology; none in a cpu file).
+enum class IntraTopology { none, nvswitch, hybrid_cube_mesh };
+
+// network.intra_rings[i]: the bus bandwidth NCCL reaches on a ring over `ranks` GPUs of one node.
+struct IntraRing {
+  int ranks = 2;
+  double bandwidth = 0;  // B/s each rank sends (times the entry's efficiency)
+};
+
 struct HardwareSpec {
   std::string file;  // where it was read from (messages)
   std::string name;
@@ -112,12 +140,17 @@ struct HardwareSpec {
   int devices_per_node = 1;    // ranks on one node (CPU: the whole world runs on this machine)
   Link intra;                  // per rank, inside a node
   Link inter;                  // bandwidth per NODE, latency per step
+  IntraTopology intra_topology = IntraTopology::none;
+  std::vector<IntraRing> intra_rings;  // hybrid_cube_mesh: the ring bandwidth per group size, sorted by ranks
   bool overlap = true;         // collectives progress while compute runs
   std::vector<MeasuredNetwork> measured;
   std::vector<std::string> sources;      // where the numbers come from (datasheets, this calibration)
   std::vector<std::string> assumptions;  // what is assumed rather than specified or measured
   std::vector<std::string> notes;
 };
+
+// "nvswitch", "hybrid_cube_mesh" ("none" for a cpu file's).
+const char* intra_topology_name(IntraTopology t);
 
 // Parses a hardware file's text; `file` names it in errors. Throws gpt::Error, one line naming the field.
 HardwareSpec parse_hardware(std::string_view json, const std::string& file);

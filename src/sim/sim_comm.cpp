@@ -69,7 +69,18 @@ class SimWork : public Work {
 
 class SimCommunicator : public Communicator {
  public:
-  SimCommunicator(std::shared_ptr<SimNetwork> n, int size, int stride) : n_(std::move(n)), size_(size), stride_(stride) {}
+  // consecutive: this group is one of the world's consecutive blocks of size x stride ranks (split_contiguous)
+  SimCommunicator(std::shared_ptr<SimNetwork> n, int size, int stride, bool consecutive = false)
+      : n_(std::move(n)), size_(size), stride_(stride) {
+    // Priced where its slowest group runs: a group that straddles a node boundary crosses the network, sharing
+    // each node's with the rings crossing the node's other boundary (one per offset of the stride).
+    if (consecutive && group_straddles_nodes(size_, stride_, n_->ranks_per_node, n_->world)) {
+      priced_per_node_ = std::max(1, n_->ranks_per_node % (size_ * stride_) / stride_);
+      network_share_ = 1.0 / (2.0 * stride_);
+    } else {
+      priced_per_node_ = local_size();
+    }
+  }
   std::string name() const override { return "sim"; }
   bool stream_ordered() const override { return n_->stream_ordered; }
   int rank() const override { return 0; }
@@ -103,7 +114,7 @@ class SimCommunicator : public Communicator {
   }
   std::unique_ptr<Communicator> split_contiguous(int size) override {
     GPT_CHECK(size >= 1 && size_ % size == 0, "sim: a group of ", size, " does not divide ", size_, " ranks");
-    return std::make_unique<SimCommunicator>(n_, size, stride_);
+    return std::make_unique<SimCommunicator>(n_, size, stride_, /*consecutive=*/true);
   }
   std::unique_ptr<Communicator> split_strided(int stride) override {
     GPT_CHECK(stride >= 1 && size_ % stride == 0, "sim: a stride of ", stride, " does not divide ", size_, " ranks");
@@ -116,7 +127,7 @@ class SimCommunicator : public Communicator {
   // A blocking scalar reduction of the host's (loss, norm): its latency, on the host.
   void scalar() {
     if (size_ == 1 || !n_->net) return;
-    const double d = n_->net->scalar_seconds(size_, local_size());
+    const double d = n_->net->scalar_seconds(size_, priced_per_node_, network_share_);
     n_->tl->host_waits(n_->tl->host_time() + d, Phase::exposed_comm);
   }
   WorkPtr start(CollKind kind, int64_t bytes, const char* what, DType dt = DType::F32) {
@@ -125,7 +136,7 @@ class SimCommunicator : public Communicator {
     auto p = std::make_shared<Pending>();
     p->kind = kind;
     p->bytes = bytes;
-    p->dur = size_ > 1 && n_->net ? n_->net->seconds(kind, bytes, size_, local_size(), dt) : 0;
+    p->dur = size_ > 1 && n_->net ? n_->net->seconds(kind, bytes, size_, priced_per_node_, dt, network_share_) : 0;
     const std::string label = take_label();  // the engine's unit: "all-gather blocks3 1024 B over 4"
     p->name = str(what, label.empty() ? "" : " " + label, " ", bytes, " B over ", size_);
     n_->comm_seconds += p->dur;
@@ -146,6 +157,8 @@ class SimCommunicator : public Communicator {
 
   std::shared_ptr<SimNetwork> n_;
   int size_, stride_;
+  int priced_per_node_ = 1;    // the group's ranks on one node, as its collectives are priced
+  double network_share_ = 0;   // of a node's network, when it spans nodes (0: the network model's r / R)
 };
 
 SimNetwork& network_of(Communicator& c) {
@@ -155,6 +168,12 @@ SimNetwork& network_of(Communicator& c) {
 }
 
 }  // namespace
+
+bool group_straddles_nodes(int size, int stride, int ranks_per_node, int world) {
+  const int64_t span = (int64_t)size * stride;  // world ranks from a group's first to the next group's first
+  const int64_t first_group_end = (int64_t)(size - 1) * stride + 1;
+  return world > ranks_per_node && size > 1 && first_group_end <= ranks_per_node && ranks_per_node % span != 0;
+}
 
 std::unique_ptr<Communicator> make_sim_world(int world, int ranks_per_node, Timeline& tl, const NetworkModel* net,
                                              bool overlap, bool stream_ordered) {

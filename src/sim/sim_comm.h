@@ -9,7 +9,10 @@
 //  - no overlap (OpenMPI without a progress thread, src/dist/comm_mpi.cpp): collectives queue in one FIFO
 //    that advances only while the host waits; every byte is exposed, in the order it was started.
 // Groups are known by their shape (split_contiguous, split_strided), which is all placement needs: a group
-// of `size` ranks `stride` apart has min(size, ceil(R / stride)) of them on rank 0's node of R ranks.
+// of `size` ranks `stride` apart has min(size, ceil(R / stride)) of them on rank 0's node of R ranks. Rank 0
+// stands for every rank, so a split is priced where its slowest group runs: when rank 0's group sits on its
+// node but others straddle a node boundary (R not a multiple of size x stride: --tp 3 on nodes of 8), every
+// group's collectives are priced as the straddling ones run, across the network (src/plan/collectives.h).
 // Scalar reductions (loss, norm) return their input: a neutral value nothing may branch on.
 #pragma once
 #include <deque>
@@ -29,6 +32,9 @@ struct SimNetwork;  // shared by a world and its splits (sim_comm.cpp)
 // ranks_per_node: R.
 std::unique_ptr<Communicator> make_sim_world(int world, int ranks_per_node, Timeline& tl, const NetworkModel* net,
                                              bool overlap, bool stream_ordered);
+// Whether groups of `size` ranks `stride` apart (consecutive groups, as split_contiguous forms them) fit a node
+// of R ranks for rank 0 but not for every group: some group crosses a node boundary of a world of `world` ranks.
+bool group_straddles_nodes(int size, int stride, int ranks_per_node, int world);
 // All-gathers started and not yet waited for, over the world and its splits (the prefetch depth in flight).
 int sim_gathers_in_flight(Communicator& sim_comm);
 // Seconds spent in collectives on the comm streams (hidden or not) since the world was made.

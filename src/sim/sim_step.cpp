@@ -8,6 +8,7 @@
 
 #include "src/core/check.h"
 #include "src/dist/mesh.h"
+#include "src/fsdp/geometry.h"
 #include "src/fsdp/make_engine.h"
 #include "src/model/gpt.h"
 #include "src/plan/collectives.h"
@@ -46,6 +47,30 @@ Pricing price_on(const SimRun& r, int R, SimResult& out) {
   return p;
 }
 
+// The time report's warning when tensor parallelism leaves the node's links: its collectives (4L + 2 per
+// micro-step, on the critical path) then cross the inter-node network, which sim_comm.cpp prices.
+void note_tp_placement(int T, int R, int world, SimResult& out) {
+  if (T <= 1) return;
+  if (T > R)
+    out.notes.push_back(str("tensor parallelism of T = ", T, " spans nodes of ", R, " ranks: its collectives cross the "
+                            "inter-node network and are priced on it, not on the node's links (keep --tp within a "
+                            "node: a divisor of ", R, ")"));
+  else if (group_straddles_nodes(T, 1, R, world))
+    out.notes.push_back(str("tensor-parallel groups of T = ", T, " straddle nodes of ", R, " ranks (", R,
+                            " is not a multiple of ", T, "): the groups that cross a node boundary run their "
+                            "collectives on the inter-node network, and every group's are priced so"));
+}
+
+// The same for hybrid's shard groups (G consecutive data-parallel ranks, T apart), which sim_comm.cpp prices alike.
+void note_shard_group_placement(const FsdpOptions& fsdp, int T, int R, int world, SimResult& out) {
+  if (fsdp.strategy != ShardStrategy::hybrid) return;
+  const int G = EngineGeometry::shard_group_size(fsdp, world / T);
+  if (group_straddles_nodes(G, T, R, world))
+    out.notes.push_back(str("hybrid shard groups of ", G, " data-parallel ranks", T > 1 ? str(" (", T, " apart)") : "",
+                            " straddle nodes of ", R, " ranks: the groups that cross a node boundary run their "
+                            "collectives on the inter-node network, and every group's are priced so"));
+}
+
 void read_ledger(const MemoryLedger& l, SimResult& out) {
   for (int d = 0; d < kMemDomains; d++)
     for (int c = 0; c < kMemCats; c++) out.peak[d][c] = l.peak((MemDomain)d, (MemCat)c);
@@ -66,6 +91,10 @@ SimResult simulate_step(const SimRun& r) {
   GPT_CHECK(R >= 1 && R <= N, "ranks per node ", R, " must be in [1, --world ", N, "]");
   out.ranks_per_node = R;
   const Pricing pricing = price_on(r, R, out);
+  if (r.hw) {
+    note_tp_placement(r.run.tp.size, R, N, out);
+    note_shard_group_placement(r.run.fsdp, r.run.tp.size, R, N, out);
+  }
   const bool cuda = r.run.compute == DType::BF16;
 
   Timeline tl(/*async=*/cuda);

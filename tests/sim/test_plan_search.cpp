@@ -17,6 +17,7 @@ const char* kGpu = R"({"name": "plan test gpu", "kind": "gpu", "dtype": "bf16", 
   "op_overhead_s": 2e-6, "profiles": [{"gemm": [[1e4, 1e10], [1e8, 8e11]], "stream": 1e11}],
   "host": {"bandwidth": 2e10, "pcie": 1e10},
   "network": {"overlap": true, "devices_per_node": 2, "intra": {"bandwidth": 5e10, "latency_s": 5e-6},
+              "intra_topology": "nvswitch",
               "inter": {"bandwidth_per_node": 5e9, "latency_s": 2e-5}}})";
 const char* kCpu = R"({"name": "plan test cpu", "kind": "cpu", "dtype": "fp32", "peak_flops": 1e11, "cores": 4,
   "profiles": [{"ranks": 4, "threads": 1, "gemm": [[1e4, 2e9], [1e8, 2.5e10]], "stream": 2e10, "copy": 1e10}],

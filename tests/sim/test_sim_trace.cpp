@@ -24,6 +24,7 @@ namespace {
 const char* kHardware = R"({"name": "trace test gpu", "kind": "gpu", "dtype": "bf16", "peak_flops": 1e12,
   "op_overhead_s": 1e-6, "profiles": [{"gemm": 1e12, "stream": 1e11}], "host": {"bandwidth": 1e11, "pcie": 2e10},
   "network": {"overlap": true, "devices_per_node": 8, "intra": {"bandwidth": 1e11, "latency_s": 1e-6},
+              "intra_topology": "nvswitch",
               "inter": {"bandwidth_per_node": 1e11, "latency_s": 1e-6}}})";
 
 struct Span {

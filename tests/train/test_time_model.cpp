@@ -28,7 +28,7 @@ std::string gpu_json(double intra_bw = 100e9, double inter_bw = 200e9, bool over
     "network": {"overlap": )",
              overlap ? "true" : "false", R"(, "devices_per_node": 4,
       "intra": {"bandwidth": )",
-             intra_bw, R"(, "latency_s": 5e-6}, "inter": {"bandwidth_per_node": )", inter_bw,
+             intra_bw, R"(, "latency_s": 5e-6}, "intra_topology": "nvswitch", "inter": {"bandwidth_per_node": )", inter_bw,
              R"(, "latency_s": 1e-5}}})");
 }
 
