@@ -65,15 +65,26 @@ std::string why_text(const PlanResult& r) {
   return out;
 }
 
-// With --per-tp: the fastest of each other tensor-parallel size, and why it is slower than #1.
+// Each tensor-parallel size #1 does not use: its fastest priced candidate and why it is slower, or, where
+// every one was bounded out, the least bound (none is faster).
 std::string other_tp_text(const PlanRequest& rq, const PlanResult& r) {
-  if (r.fastest_of_other_tp.empty()) return "";
-  std::string out = "the fastest of each other tensor-parallel size:\n";
-  for (const PlanCandidate& c : r.fastest_of_other_tp) out += row_text(0, c, rq);
-  for (const PlanCandidate& c : r.fastest_of_other_tp)
-    out += "why not --tp " + std::to_string(c.choice.tp.size) + ": " +
-           why_slower(r.top[0], c, str("--tp ", c.choice.tp.size, "'s fastest")) + "\n";
-  return out;
+  std::string rows, why;
+  for (const OtherTp& o : r.other_tp) {
+    const std::string name = str("--tp ", o.tp);
+    if (o.fastest) {
+      rows += row_text(0, *o.fastest, rq);
+      why += str("why not ", name, ": ", why_slower(r.top[0], *o.fastest, name + "'s fastest"),
+                 o.exact ? std::string() : str(" (of the ", o.priced, " of its ", o.candidates, " priced; the others bounded out: --per-tp prices it exactly)"), "\n");
+    } else {
+      const StepBound& b = o.least_bound;
+      char line[240];
+      std::snprintf(line, sizeof line, "%.2f ms (compute %.2f + its group's collectives %.2f + reductions %.2f), above "
+                    "#%zu's %.2f ms", 1e3 * b.total(), 1e3 * b.compute, 1e3 * b.tp, 1e3 * b.scalars, r.top.size(),
+                    1e3 * r.top.back().time.step_s);
+      why += str("why not ", name, ": none of its ", o.candidates, " candidates can be faster than ", line, "\n");
+    }
+  }
+  return rows.empty() ? why : "the fastest priced of each other tensor-parallel size:\n" + rows + why;
 }
 
 std::string candidate_json(int rank, const PlanCandidate& c, const PlanRequest& rq) {
@@ -128,12 +139,13 @@ std::string plan_json(const PlanRequest& rq, const PlanResult& r, const std::str
   std::string top, sample, other;
   for (size_t i = 0; i < r.top.size(); i++) top += str(i ? ", " : "", candidate_json((int)i + 1, r.top[i], rq));
   for (size_t i = 0; i < r.sample.size(); i++) sample += str(i ? ", " : "", candidate_json(0, r.sample[i], rq));
-  for (size_t i = 0; i < r.fastest_of_other_tp.size(); i++) {
-    const PlanCandidate& c = r.fastest_of_other_tp[i];
-    std::string j = candidate_json(0, c, rq);
-    j.pop_back();  // "}"
-    other += str(i ? ", " : "", j, ", \"why\": ",
-                 json_quote(why_slower(r.top[0], c, str("--tp ", c.choice.tp.size, "'s fastest"))), "}");
+  for (size_t i = 0; i < r.other_tp.size(); i++) {
+    const OtherTp& o = r.other_tp[i];
+    other += str(i ? ", " : "", "{\"tp\": ", o.tp, ", \"candidates\": ", o.candidates, ", \"priced\": ", o.priced,
+                 ", \"exact\": ", o.exact ? "true" : "false", ", \"least_bound_s\": ", o.least_bound.total(),
+                 ", \"fastest\": ", o.fastest ? candidate_json(0, *o.fastest, rq) : std::string("null"), ", \"why\": ",
+                 json_quote(o.fastest ? why_slower(r.top[0], *o.fastest, str("--tp ", o.tp, "'s fastest")) : std::string()),
+                 "}");
   }
   const PlanBudget& b = rq.budget;
   return str("{\"model\": ", json_quote(model), ", \"psi\": ", rq.base.cfg.num_params(), ", \"world\": ", rq.base.world,
@@ -143,7 +155,7 @@ std::string plan_json(const PlanRequest& rq, const PlanResult& r, const std::str
              ", \"stats\": {\"space\": ", s.space, ", \"no_fit\": ", s.no_fit, ", \"dominated\": ", s.dominated,
              ", \"bounded\": ", s.bounded, ", \"bounded_by_channel\": ", s.bounded_by_channel, ", \"priced\": ", s.priced,
              ", \"bound_sims\": ", s.bound_sims, ", \"search_s\": ", s.search_s, "}, \"top\": [", top,
-             "], \"sample\": [", sample, "], \"fastest_of_other_tp\": [", other, "], \"why\": ",
+             "], \"sample\": [", sample, "], \"other_tp\": [", other, "], \"why\": ",
              json_quote(r.top.size() > 1 ? why_slower(r.top[0], r.top[1], "#2") : std::string()), "}\n");
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "src/core/check.h"
+#include "src/plan/collectives.h"
 
 namespace gpt {
 namespace {
@@ -42,6 +43,7 @@ bool PlanBounds::counts_tp(int tp) const {
 StepBound PlanBounds::of_key(const MeshSpace& m, PlanChoice c) {
   st_.bound_sims++;
   StepBound b;
+  b.scalars = scalars(m.tp);
   try {
     if (counts_tp(m.tp)) {
       const TimePlan p = one_rank_micro_step(rq_, c, s_.coarsest_wrap);
@@ -61,6 +63,14 @@ StepBound PlanBounds::of_key(const MeshSpace& m, PlanChoice c) {
     return StepBound{};  // no bound: the candidates are priced (and refused) one by one
   }
   return b;
+}
+
+// The loss's reduction over the world and the gradient norm's over the group, as the simulated step's
+// communicators price them (a group on R ranks per node, r of them on one node).
+double PlanBounds::scalars(int tp) const {
+  const NetworkModel net(*rq_.hw, s_.ranks_per_node);
+  const int N = rq_.base.world, R = s_.ranks_per_node;
+  return net.scalar_seconds(N, std::min(N, R)) + net.scalar_seconds(tp, std::min(tp, R));
 }
 
 // The floors' steps: B = 1, no recompute, no sequence parallelism, nothing offloaded, one gather slot, the
@@ -108,7 +118,7 @@ double PlanBounds::engine_floor(const PlanChoice& c) {
 double PlanBounds::channel(const PlanCandidate& c) {
   const double engine = engine_floor(c.choice);
   if (engine < 0) return 0;
-  return (1 - 1e-12) * (c.bound.tp + std::max(c.bound.compute, engine));
+  return (1 - 1e-12) * (c.bound.tp + std::max(c.bound.compute, engine) + c.bound.scalars);
 }
 
 }  // namespace gpt

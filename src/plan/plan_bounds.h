@@ -1,7 +1,8 @@
 // The lower bounds `gpt plan`'s search prices candidates in the order of, and stops by (plan_search.h, rules 4
 // and 5). Each comes from simulated steps, never from a formula of the schedule:
 //  - rule 4, per (T, SP, recompute, B): the model's compute, the same whatever the engine does, and on a gpu
-//    file the tensor-parallel group's collectives, from one micro-step of the mesh's single data-parallel rank;
+//    file the tensor-parallel group's collectives, from one micro-step of the mesh's single data-parallel rank,
+//    then the step's scalar reductions of the loss and the gradient norm;
 //  - rule 5, per engine (T, strategy, G, reduce dtype, no-sync) and accumulation: every collective runs on one
 //    channel, so a step lasts at least the group's collectives plus the larger of the compute and the engine's
 //    collectives; those are bounded below by the coarsest wrap's, from simulated steps of one and two
@@ -33,6 +34,7 @@ class PlanBounds {
     double each_earlier = -1;  // each earlier one's
   };
   bool counts_tp(int tp) const;
+  double scalars(int tp) const;
   double floor_step(const PlanChoice& c, int accum);
 
   const PlanRequest& rq_;

@@ -308,6 +308,28 @@ Ranking price_in_bound_order(const PlanRequest& rq, const PlanSpace& s, PlanBoun
   return r;
 }
 
+std::vector<OtherTp> other_tp_sizes(const PlanRequest& rq, const PlanSpace& s,
+                                    const std::vector<PlanCandidate>& frontier, const Ranking& ranked, int first_tp) {
+  std::map<int, OtherTp> of;
+  for (const PlanCandidate& c : frontier) {
+    const int T = c.choice.tp.size;
+    if (T == first_tp) continue;
+    OtherTp& o = of[T];
+    o.tp = T;
+    if (o.candidates++ == 0 || c.bound_s < o.least_bound.total()) o.least_bound = c.bound;
+    o.priced += c.time.step_s > 0;
+  }
+  std::vector<OtherTp> out;
+  for (const MeshSpace& m : s.meshes) {
+    if (!of.count(m.tp)) continue;
+    OtherTp o = of.at(m.tp);
+    if (ranked.fastest_of.count(m.tp)) o.fastest = ranked.fastest_of.at(m.tp);
+    o.exact = rq.best_per_tp;
+    out.push_back(o);
+  }
+  return out;
+}
+
 [[noreturn]] void nothing_fits(const PlanRequest& rq, const Enumerated& e) {
   const PlanBudget& b = rq.budget;
   const int64_t total = rq.total_batch;
@@ -355,8 +377,7 @@ PlanResult search_plans(const PlanRequest& rq) {
   for (const MeshSpace& m : s.meshes) res.tp_searched.push_back(m.tp);
   Ranking ranked = price_in_bound_order(rq, s, bounds, e.frontier, res.stats);
   res.top = ranked.top;
-  for (const MeshSpace& m : s.meshes)
-    if (m.tp != res.top[0].choice.tp.size && ranked.fastest_of.count(m.tp)) res.fastest_of_other_tp.push_back(ranked.fastest_of.at(m.tp));
+  res.other_tp = other_tp_sizes(rq, s, e.frontier, ranked, res.top[0].choice.tp.size);
   const std::vector<PlanCandidate>& best = res.top;
   std::vector<PlanCandidate> pool;
   for (const PlanCandidate& c : e.feasible) {

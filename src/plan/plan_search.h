@@ -40,12 +40,17 @@
 //     rank (world T: every collective it prices is the group's). Each of the group's is issued and waited at
 //     once, so it idles the compute stream for at least its whole length in any candidate; with SP the
 //     coarsest wrap searched all-reduces the replicated gradients in the fewest calls (each unit's span a
-//     multiple of C, so of T, elements: the same bytes whatever the wrap, and latency >= 0 per call).
+//     multiple of C, so of T, elements: the same bytes whatever the wrap, and latency >= 0 per call). Then
+//     the step's own scalar reductions (train_step.cpp): the host reads the loss once every stream has
+//     finished the micro-steps (take_loss_sum synchronizes), reduces it over the world, and the gradient
+//     norm's split tensors over the group, before it issues the optimizer; each priced as the simulated
+//     communicators price it (NetworkModel::scalar_seconds).
 //     Candidates are priced in the order of that bound, and the search stops when the bound reaches the K-th
 //     best step found (branch and bound: the top K are exact).
 //  5. the channel: every collective, the engine's and the group's, runs on one channel (NCCL's stream; MPI
 //     progresses them in order), and the group's idle the compute stream while they run, so a step lasts at
-//     least the group's collectives plus the larger of the compute and the engine's collectives. The engine's
+//     least the group's collectives plus the larger of the compute and the engine's collectives (all done
+//     before the loss is read: the engine waits for its reductions first), plus rule 4's scalars. The engine's
 //     are bounded below per (T, strategy, G, reduce dtype, no-sync), from simulated steps at the coarsest wrap
 //     (a unit is gathered and reduced whole: a coarser wrap moves no more bytes, in fewer calls, each priced
 //     latency >= 0 + bytes / bandwidth) of one and of two micro-steps: train_step runs the same micro-step a
@@ -91,7 +96,8 @@ struct PlanRequest {
 struct StepBound {
   double compute = 0;  // forward + recompute + backward (model ops): the same whatever the engine does
   double tp = 0;       // the tensor-parallel group's collectives, where counted (0 otherwise)
-  double total() const { return compute + tp; }
+  double scalars = 0;  // the loss's reduction over the world and the gradient norm's in the group, after them
+  double total() const { return compute + tp + scalars; }
 };
 
 struct PlanCandidate {
@@ -114,12 +120,20 @@ struct PlanStats {
   double search_s = 0;     // wall time of the search
 };
 
+// What the search knows of a tensor-parallel size the first choice does not use (the report's "why not").
+struct OtherTp {
+  int tp = 1;
+  int64_t candidates = 0;   // its fitting, undominated candidates
+  int64_t priced = 0;       // of those, priced (the rest were bounded out)
+  StepBound least_bound;    // the least rule 4 bound among them: none of them is faster
+  std::optional<PlanCandidate> fastest;  // the fastest priced
+  bool exact = false;       // fastest is the size's fastest of all (best_per_tp)
+};
+
 struct PlanResult {
   std::vector<PlanCandidate> top;     // fastest first
   std::vector<PlanCandidate> sample;  // drawn from the feasible space outside `top`
-  // with best_per_tp: the fastest of each tensor-parallel size but top[0]'s, T ascending (a size none of whose
-  // candidates fits, or the simulated step refuses, is absent)
-  std::vector<PlanCandidate> fastest_of_other_tp;
+  std::vector<OtherTp> other_tp;      // each tensor-parallel size but top[0]'s with a candidate that fits, T ascending
   std::vector<int> tp_searched;  // the tensor-parallel sizes of the space, ascending
   PlanStats stats;
 };

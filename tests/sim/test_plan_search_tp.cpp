@@ -40,11 +40,11 @@ TEST(PlanSearchTp, AWorldLargerThanTheBatchIsReachedThroughTp) {
   EXPECT_NE(heads.find("no --tp > 1 divides the model's 1 heads"), std::string::npos) << heads;
 }
 
-// T in {1, 2, 4} (a node of 4), SP on and off, every strategy over the data-parallel ranks: exact, on a budget
-// the unconstrained first does not fit.
+// T in {1, 2, 4} (a node of 4 ranks), SP on and off, every strategy over the data-parallel ranks: exact, on a
+// budget the unconstrained first does not fit.
 TEST(PlanSearchTp, TopThreeAreTheFastestOfTheJointSpace) {
   const HardwareSpec hw = parse_hardware(test::gpu_file(4), "gpu4.json");
-  PlanRequest rq = request(hw, 4, 8, 2);
+  PlanRequest rq = request(hw, 3, 4, 2);
   EXPECT_EQ(search_plans(rq).tp_searched, (std::vector<int>{1, 2, 4}));
   rq.budget.margin = 0, rq.budget.margin_bytes = 0;
   rq.budget.device = search_plans(rq).top[0].device_need * 9 / 10;
