@@ -73,14 +73,14 @@ double PlanBounds::scalars(int tp) const {
   return net.scalar_seconds(N, std::min(N, R)) + net.scalar_seconds(tp, std::min(tp, R));
 }
 
-// The floors' steps: B = 1, no recompute, no sequence parallelism, nothing offloaded, one gather slot, the
-// coarsest wrap searched: what the engine's collectives do not depend on, or are least at. Seconds of the
-// engine's collectives in a step of `accum` micro-steps (the group's, measured apart, taken out).
-double PlanBounds::floor_step(const PlanChoice& of, int accum) {
+// The floors' steps: B = 1, no recompute, no sequence parallelism, nothing offloaded, one gather slot: what the
+// engine's collectives do not depend on. Seconds of the engine's collectives in a step of `accum` micro-steps
+// (the group's, measured apart, taken out).
+double PlanBounds::floor_step(const PlanChoice& of, const WrapPolicy& wrap, int accum) {
   PlanChoice c;
   c.tp = TpOptions{of.tp.size, false};
   c.strategy = of.strategy, c.shard_group = of.shard_group, c.reduce = of.reduce, c.no_sync = of.no_sync;
-  c.wrap = s_.coarsest_wrap;
+  c.wrap = wrap;
   c.gather_slots = 1, c.B = 1;
   const int T = c.tp.size;
   auto tp = tp_micro_.find(T);
@@ -100,13 +100,13 @@ double PlanBounds::floor_step(const PlanChoice& of, int accum) {
 // Every micro-step but the last issues the same collectives (train_step runs one micro-step `accum` times, and
 // the engine's calls in one depend only on whether it is the last), so steps of one and two micro-steps give
 // the last's seconds and each earlier one's.
-double PlanBounds::engine_floor(const PlanChoice& c) {
+double PlanBounds::engine_floor(const PlanChoice& c, const WrapPolicy& wrap) {
   if (c.tp.size > 1 && !counts_tp(c.tp.size)) return -1;  // the group's seconds cannot be told apart
-  const auto key = std::make_tuple(c.tp.size, (int)c.strategy, c.shard_group, (int)c.reduce, c.no_sync);
+  const auto key = std::make_tuple(c.tp.size, (int)c.strategy, c.shard_group, (int)c.reduce, c.no_sync, wrap.str());
   Floor& f = floors_[key];
   try {
-    if (f.last < 0) f.last = floor_step(c, 1);
-    if (c.accum > 1 && f.each_earlier < 0) f.each_earlier = std::max(0.0, floor_step(c, 2) - f.last);
+    if (f.last < 0) f.last = floor_step(c, wrap, 1);
+    if (c.accum > 1 && f.each_earlier < 0) f.each_earlier = std::max(0.0, floor_step(c, wrap, 2) - f.last);
   } catch (const Error&) {
     return -1;  // the engine refuses it: its candidates are priced (and refused) one by one
   }
@@ -114,11 +114,19 @@ double PlanBounds::engine_floor(const PlanChoice& c) {
 }
 
 // Rule 5: one channel carries every collective, and the group's idle the compute stream while they run, so
-// step >= group + max(compute, engine). (1 - 1e-12): the seconds are sums in another order than the step's.
-double PlanBounds::channel(const PlanCandidate& c) {
-  const double engine = engine_floor(c.choice);
+// step >= group + max(compute, engine) + the scalar reductions after them. (1 - 1e-12): the seconds are sums in
+// another order than the step's.
+double PlanBounds::channel_at(const PlanCandidate& c, const WrapPolicy& wrap) {
+  const double engine = engine_floor(c.choice, wrap);
   if (engine < 0) return 0;
   return (1 - 1e-12) * (c.bound.tp + std::max(c.bound.compute, engine) + c.bound.scalars);
+}
+
+double PlanBounds::channel(const PlanCandidate& c) { return channel_at(c, c.choice.wrap); }
+
+// The coarsest wrap's floor, shared by every wrap, first; the candidate's own (a step each) only when needed.
+bool PlanBounds::channel_reaches(const PlanCandidate& c, double step) {
+  return channel_at(c, s_.coarsest_wrap) >= step || channel_at(c, c.choice.wrap) >= step;
 }
 
 }  // namespace gpt

@@ -3,12 +3,13 @@
 //  - rule 4, per (T, SP, recompute, B): the model's compute, the same whatever the engine does, and on a gpu
 //    file the tensor-parallel group's collectives, from one micro-step of the mesh's single data-parallel rank,
 //    then the step's scalar reductions of the loss and the gradient norm;
-//  - rule 5, per engine (T, strategy, G, reduce dtype, no-sync) and accumulation: every collective runs on one
-//    channel, so a step lasts at least the group's collectives plus the larger of the compute and the engine's
-//    collectives; those are bounded below by the coarsest wrap's, from simulated steps of one and two
-//    micro-steps (the last micro-step's, and each earlier one's), scaled to the accumulation.
+//  - rule 5, per engine (T, strategy, G, reduce dtype, no-sync, wrap) and accumulation: every collective runs on
+//    one channel, so a step lasts at least the group's collectives plus the larger of the compute and the
+//    engine's collectives, from simulated steps of one and two micro-steps (the last micro-step's, and each
+//    earlier one's) scaled to the accumulation; the coarsest wrap's, no larger than any wrap's, is tried first.
 #pragma once
 #include <map>
+#include <string>
 #include <tuple>
 
 #include "src/plan/plan_search.h"
@@ -25,8 +26,11 @@ class PlanBounds {
   // Rule 5's bound for c (0 where the group's collectives are not counted apart), computing its engine's floor
   // the first time it is asked for.
   double channel(const PlanCandidate& c);
-  // The least seconds of the engine's collectives in a step of c's engine and accumulation (-1: not known).
-  double engine_floor(const PlanChoice& c);
+  // Whether rule 5's bound reaches `step`: the coarsest wrap's floor tried first (no larger than any wrap's).
+  bool channel_reaches(const PlanCandidate& c, double step);
+  // The least seconds of the engine's collectives in a step of c's engine and accumulation under `wrap`
+  // (-1: not known).
+  double engine_floor(const PlanChoice& c, const WrapPolicy& wrap);
 
  private:
   struct Floor {
@@ -35,12 +39,13 @@ class PlanBounds {
   };
   bool counts_tp(int tp) const;
   double scalars(int tp) const;
-  double floor_step(const PlanChoice& c, int accum);
+  double floor_step(const PlanChoice& c, const WrapPolicy& wrap, int accum);
+  double channel_at(const PlanCandidate& c, const WrapPolicy& wrap);
 
   const PlanRequest& rq_;
   const PlanSpace& s_;
   PlanStats& st_;
-  std::map<std::tuple<int, int, int, int, bool>, Floor> floors_;  // (T, strategy, G, reduce, no-sync)
+  std::map<std::tuple<int, int, int, int, bool, std::string>, Floor> floors_;  // (T, strategy, G, reduce, no-sync, wrap)
   std::map<int, double> tp_micro_;  // T -> the group's seconds in one micro-step of the floors' steps
 };
 

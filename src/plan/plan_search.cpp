@@ -296,7 +296,7 @@ Ranking price_in_bound_order(const PlanRequest& rq, const PlanSpace& s, PlanBoun
       st.bounded++;
       continue;
     }
-    if (need < INFINITY && bounds.channel(c) >= need) {
+    if (need < INFINITY && bounds.channel_reaches(c, need)) {
       st.bounded++;
       st.bounded_by_channel++;
       continue;

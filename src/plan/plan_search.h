@@ -51,12 +51,13 @@
 //     progresses them in order), and the group's idle the compute stream while they run, so a step lasts at
 //     least the group's collectives plus the larger of the compute and the engine's collectives (all done
 //     before the loss is read: the engine waits for its reductions first), plus rule 4's scalars. The engine's
-//     are bounded below per (T, strategy, G, reduce dtype, no-sync), from simulated steps at the coarsest wrap
-//     (a unit is gathered and reduced whole: a coarser wrap moves no more bytes, in fewer calls, each priced
-//     latency >= 0 + bytes / bandwidth) of one and of two micro-steps: train_step runs the same micro-step a
-//     times, and the engine's calls in one depend only on whether it is the last, so the last's seconds plus
-//     (a - 1) times each earlier one's. They do not depend on recompute, SP, B, the offloads or the gather
-//     slots. A candidate whose channel bound reaches the K-th best step is not priced.
+//     are measured per (T, strategy, G, reduce dtype, no-sync, wrap) from simulated steps of one and of two
+//     micro-steps: train_step runs the same micro-step a times, and the engine's calls in one depend only on
+//     whether it is the last, so the last's seconds plus (a - 1) times each earlier one's. They do not depend
+//     on recompute, SP, B, the offloads or the gather slots. The coarsest wrap's, tried first for every wrap,
+//     are no more (a unit is gathered and reduced whole: a coarser wrap moves no more bytes, in fewer calls,
+//     each priced latency >= 0 + bytes / bandwidth). A candidate whose channel bound reaches the K-th best
+//     step is not priced.
 #pragma once
 #include <cstdint>
 #include <optional>

@@ -118,6 +118,9 @@ inline PlanResult expect_exact(const PlanRequest& base) {
     EXPECT_NEAR(c.bound.compute, c.time.compute_s, 1e-9 * c.time.compute_s) << flags;
     EXPECT_LE(c.bound.tp, c.time.exposed_comm_s * (1 + 1e-12)) << flags;
     EXPECT_LE(bounds.channel(c), c.time.step_s) << flags;
+    // Rule 5 tries the coarsest wrap's floor for every wrap: it must be no larger than the wrap's own (-1: not known).
+    const double own_floor = bounds.engine_floor(c.choice, c.choice.wrap);
+    if (own_floor >= 0) EXPECT_LE(bounds.engine_floor(c.choice, space.coarsest_wrap), own_floor * (1 + 1e-12)) << flags;
   }
   return r;
 }
