@@ -115,7 +115,6 @@ bool plan_auto_requested(Flags& f) {
 
 void apply_plan_auto(Flags& f, TrainOptions& o, Communicator& world) {
   GPT_CHECK(o.fsdp.engine == EngineKind::full, "--engine naive: --plan auto plans the full engine's levers; drop one");
-  GPT_CHECK(o.tp.size == 1, "--tp ", o.tp.size, ": --plan auto searches meshes without tensor parallelism; drop one");
   const DeviceKind dev = resolve_device(o.device);
   std::string hw_path = f.str("--hardware", "");
   PlanRequest rq;
@@ -128,12 +127,14 @@ void apply_plan_auto(Flags& f, TrainOptions& o, Communicator& world) {
     GPT_CHECK((hw.kind == "gpu") == (dev == DeviceKind::cuda), "--plan auto: --hardware ", hw_path, " describes a ",
               hw.kind, " but this run is on ", device_kind_name(dev));
     rq.hw = &hw;
+    check_tp_run(TpOptions{o.tp.size, false}, o.model, world.world(), 1, o.T, "the world size");  // a pinned --tp
     rq.base.cfg = o.model;
     rq.base.world = world.world();
     rq.base.T = o.T;
     rq.base.compute = dev == DeviceKind::cuda ? DType::BF16 : DType::F32;
     resolve_planned_attention(rq.base, o.attention, dev, false);
-    rq.total_batch = o.total_batch > 0 ? o.total_batch : (int64_t)o.B * o.T * world.world();
+    // the default: -B sequences on each data-parallel rank of the given mesh (--tp, else every rank)
+    rq.total_batch = o.total_batch > 0 ? o.total_batch : (int64_t)o.B * o.T * (world.world() / o.tp.size);
     rq.ranks_per_node = world.local_size();
     rq.threads_per_rank = dev == DeviceKind::cpu ? cpu::max_threads() : 0;
     rq.budget = parse_plan_budget("", hw, world.local_size());
@@ -145,6 +146,7 @@ void apply_plan_auto(Flags& f, TrainOptions& o, Communicator& world) {
     r = search_plans(rq);
   });
   const PlanChoice& c = r.top[0].choice;
+  o.tp = c.tp;
   o.fsdp.strategy = c.strategy;
   o.fsdp.shard_group = c.strategy == ShardStrategy::hybrid ? c.shard_group : 0;
   o.fsdp.gather_slots = c.gather_slots;

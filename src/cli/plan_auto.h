@@ -4,7 +4,8 @@
 // calibration, cpu_hardware.json beside the MFU peak cache (runtime/peak_cache.h), made once per rank count
 // by gpt bench --calibrate's measurement and reused. The budget is what pre-flight holds the run to: the
 // GPU's memory (the datasheet's) and this node's available host memory shared by its ranks. Every train flag
-// given explicitly (--shard, --recompute, -B, ...) is a pin: the plan chooses only the others.
+// given explicitly (--tp, --sequence-parallel, --shard, --recompute, -B, ...) is a pin: the plan chooses only
+// the others.
 #pragma once
 #include "src/cli/flags.h"
 #include "src/dist/communicator.h"
@@ -37,8 +38,8 @@ std::string hardware_flag_file(const std::string& flag, Communicator& world, Dev
 
 // True for --plan auto; throws for another --plan value, or --hardware without --plan auto.
 bool plan_auto_requested(Flags& f);
-// Collective: searches, sets the chosen fields of `o` (B, total batch, sharding, recompute, offloads, wrap,
-// reduce dtype, no-sync) and prints one line on rank 0.
+// Collective: searches, sets the chosen fields of `o` (tensor parallelism, B, total batch, sharding, recompute,
+// offloads, wrap, reduce dtype, no-sync) and prints one line on rank 0.
 void apply_plan_auto(Flags& f, TrainOptions& o, Communicator& world);
 
 }  // namespace gpt

@@ -10,6 +10,11 @@ namespace gpt {
 
 PlanPins parse_plan_pins(Flags& f) {
   PlanPins p;
+  if (f.has("--tp")) p.tp = f.i32("--tp", 1, 1, 1 << 20);
+  if (f.has("--sequence-parallel")) {  // on or off, and on only with more than one rank per group
+    const TpOptions tp = TpOptions::parse(p.tp.value_or(2), f.str("--sequence-parallel", ""));
+    p.sequence_parallel = tp.sequence_parallel;
+  }
   if (f.has("--shard")) p.strategy = FsdpOptions::parse_strategy(f.str("--shard", "full"));
   if (f.has("--shard-group")) p.shard_group = f.i32("--shard-group", 0, 1, 1 << 20);
   if (f.has("--recompute")) p.recompute = RecomputePolicy::parse(f.str("--recompute", "none"));

@@ -9,8 +9,8 @@
 
 namespace gpt {
 
-// Each of --shard --shard-group --recompute --offload --wrap --gather-slots -B --reduce-dtype --no-sync that
-// is given fixes its dimension; the others are searched.
+// Each of --tp --sequence-parallel --shard --shard-group --recompute --offload --wrap --gather-slots -B
+// --reduce-dtype --no-sync that is given fixes its dimension; the others are searched.
 PlanPins parse_plan_pins(Flags& f);
 
 // --budget "80GiB" or "80GiB,512GiB" (device, host; per rank). On a cpu hardware file device and host are one

@@ -95,8 +95,11 @@ void check_tp_run(const TpOptions& tp, const GPTConfig& cfg, int world, int B, i
 }
 
 EngineGeometry engine_geometry(const MemPlanInput& in) {
-  const Layout layout(in.cfg, in.wrap, TpShape{in.tp.size, 0});
-  return EngineGeometry(layout.unit_numels(), in.world / in.tp.size, 0, in.fsdp, in.compute);
+  return EngineGeometry(unit_numels(in), in.world / in.tp.size, 0, in.fsdp, in.compute);
+}
+
+std::vector<int64_t> unit_numels(const MemPlanInput& in) {
+  return Layout(in.cfg, in.wrap, TpShape{in.tp.size, 0}).unit_numels();
 }
 
 namespace {
@@ -132,10 +135,12 @@ MemTotals totals(const Acc& a) {
 
 }  // namespace
 
-MemTotals engine_memory(const MemPlanInput& in) {
+MemTotals engine_memory(const MemPlanInput& in) { return engine_memory(in, unit_numels(in)); }
+
+MemTotals engine_memory(const MemPlanInput& in, const std::vector<int64_t>& numels) {
   validate_plan_input(in);
   Acc a;
-  add_engine(a, engine_geometry(in));
+  add_engine(a, EngineGeometry(numels, in.world / in.tp.size, 0, in.fsdp, in.compute));
   return totals(a);
 }
 

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kernels/attention_rules.h"
 #include "kernels/sizes.h"
@@ -88,6 +89,8 @@ void check_tp_run(const TpOptions& tp, const GPTConfig& cfg, int world, int B, i
 // The engine's geometry for a run: this rank's tensor-parallel slice of the units (rank 0 of its group: every
 // rank's slices are the same size), sharded over the world / tp.size data-parallel ranks.
 EngineGeometry engine_geometry(const MemPlanInput& in);
+// The sizes of this rank's units (its tensor-parallel slices under the wrap): what engine_geometry shards.
+std::vector<int64_t> unit_numels(const MemPlanInput& in);
 // The per-rank prediction: one simulated training step's memory ledger (src/sim/sim_step.h); sampling, its
 // closed form. Throws gpt::Error on an invalid input or sizes past 2^63 bytes.
 MemPlan plan_memory(const MemPlanInput& in);
@@ -102,6 +105,9 @@ struct MemTotals {
   int64_t device = 0, host = 0;  // bytes per rank
 };
 MemTotals engine_memory(const MemPlanInput& in);
+// The same, for units already sized (unit_numels(in)): a search that tries many engines on one layout
+// builds it once.
+MemTotals engine_memory(const MemPlanInput& in, const std::vector<int64_t>& unit_numels);
 MemTotals step_memory(const MemPlanInput& in);
 
 // The depth family searched by largest_model_that_fits: member dL has L layers, L heads of 64 channels,

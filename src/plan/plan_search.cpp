@@ -8,120 +8,21 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <unordered_map>
 
 #include "src/core/check.h"
 #include "src/core/rng.h"
 #include "src/core/size_math.h"
+#include "src/plan/plan_bounds.h"
+#include "src/plan/plan_space.h"
 
 namespace gpt {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The values of each dimension, pins applied.
-struct Space {
-  std::vector<std::pair<ShardStrategy, int>> strategies;  // (strategy, hybrid's G)
-  std::vector<RecomputePolicy> recomputes;                // in order of recompute work, least first
-  std::vector<OffloadSet> offloads;
-  std::vector<WrapPolicy> wraps;
-  std::vector<int> slots, Bs;
-  std::vector<DType> reduces;
-  std::vector<bool> no_syncs;
-  int seqs_per_rank = 0;  // sequences one rank takes per optimizer step
-};
-
-template <class T>
-std::vector<T> pinned_or(const std::optional<T>& pin, std::vector<T> all) {
-  return pin ? std::vector<T>{*pin} : all;
-}
-
-std::vector<std::pair<ShardStrategy, int>> strategies(const PlanRequest& rq) {
-  const int N = rq.base.world;
-  std::vector<std::pair<ShardStrategy, int>> all;
-  if (N == 1) {  // full and none are one program at one rank (G = 1): none is searched only when pinned
-    all = {{ShardStrategy::full, 0}};
-    if (rq.pins.strategy && *rq.pins.strategy == ShardStrategy::none) all = {{ShardStrategy::none, 0}};
-  } else {
-    all = {{ShardStrategy::full, 0}, {ShardStrategy::grad_op, 0}, {ShardStrategy::none, 0}};
-    for (int G = 2; G < N; G++)
-      if (N % G == 0) all.push_back({ShardStrategy::hybrid, G});
-  }
-  const PlanPins& p = rq.pins;
-  std::vector<std::pair<ShardStrategy, int>> out;
-  for (const auto& s : all)
-    if ((!p.strategy || *p.strategy == s.first) && (!p.shard_group || *p.shard_group == s.second)) out.push_back(s);
-  if (p.strategy && *p.strategy == ShardStrategy::hybrid && p.shard_group && out.empty())
-    out.push_back({ShardStrategy::hybrid, *p.shard_group});  // the engine's checks will say why it cannot run
-  return out;
-}
-
-std::vector<WrapPolicy> wraps(int L) {
-  std::vector<WrapPolicy> out;
-  int last = 0;
-  for (int u = L; u >= 1; u--) {  // K = ceil(L/u) rises as u falls
-    const int K = (L + u - 1) / u;
-    if (K == last) continue;
-    last = K;
-    out.push_back(K == 1 ? WrapPolicy{} : WrapPolicy::parse(str("blocks:", K)));
-  }
-  return out;
-}
-
-Space make_space(const PlanRequest& rq) {
-  const MemPlanInput& b = rq.base;
-  const int64_t seq_tokens = (int64_t)b.T * b.world;
-  GPT_CHECK(rq.total_batch >= seq_tokens && rq.total_batch % seq_tokens == 0, "--total-batch ", rq.total_batch,
-            ": must be a positive multiple of T x world = ", b.T, " x ", b.world, " = ", seq_tokens,
-            " (every rank takes whole sequences)");
-  GPT_CHECK(rq.total_batch / seq_tokens <= (1 << 20), "--total-batch ", rq.total_batch, ": ",
-            rq.total_batch / seq_tokens, " sequences per rank per step is past the 2^20 gpt accepts");
-  Space s;
-  s.seqs_per_rank = (int)(rq.total_batch / seq_tokens);
-  const PlanPins& p = rq.pins;
-  s.strategies = strategies(rq);
-  const int L = b.cfg.num_layers;
-  std::vector<RecomputePolicy> rc = {RecomputePolicy::parse("none"), RecomputePolicy::parse("selective")};
-  for (int k : {4, 2})
-    if (k < L) rc.push_back(RecomputePolicy::parse(str("every:", k)));
-  rc.push_back(RecomputePolicy::parse("full"));
-  s.recomputes = pinned_or(p.recompute, rc);
-  const bool cpu = rq.hw->kind == "cpu";
-  std::vector<OffloadSet> off = {OffloadSet{}};
-  if (!cpu)
-    for (const char* o : {"activations", "optimizer", "optimizer,activations", "params", "params,activations"})
-      off.push_back(OffloadSet::parse(o));
-  s.offloads = pinned_or(p.offload, off);
-  s.wraps = pinned_or(p.wrap, wraps(L));
-  s.slots = pinned_or(p.gather_slots, {1, 2, 3});
-  std::vector<int> Bs;
-  for (int B = 1; B <= s.seqs_per_rank; B++)
-    if (s.seqs_per_rank % B == 0) Bs.push_back(B);
-  s.Bs = pinned_or(p.B, Bs);
-  if (p.B)
-    GPT_CHECK(s.seqs_per_rank % *p.B == 0, "-B ", *p.B, ": does not divide the ", s.seqs_per_rank,
-              " sequences each rank takes per step (--total-batch ", rq.total_batch, " / (T x world))");
-  s.reduces = pinned_or(p.reduce, b.world > 1 ? std::vector<DType>{DType::F32, DType::BF16} : std::vector<DType>{DType::F32});
-  s.no_syncs = pinned_or(p.no_sync, b.world > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false});
-  return s;
-}
-
 bool subset(const OffloadSet& a, const OffloadSet& b) {  // a offloads no more than b
   return (int)a.states <= (int)b.states && (!a.activations || b.activations);
-}
-
-// Seconds of forward + recompute + backward: the same for every strategy, wrap, slot count and offload.
-double compute_bound(const PlanRequest& rq, const PlanChoice& c, int64_t* sims) {
-  TimeModelInput t;
-  t.run = c.apply(rq.base);
-  t.grad_accum = c.accum;
-  t.ranks_per_node = rq.ranks_per_node;
-  t.threads_per_rank = rq.threads_per_rank;
-  (*sims)++;
-  try {
-    return plan_time(t, *rq.hw).compute_s;
-  } catch (const Error&) {
-    return 0;  // no bound: the candidates are priced (and refused) one by one
-  }
 }
 
 struct Enumerated {
@@ -129,15 +30,16 @@ struct Enumerated {
   std::vector<PlanCandidate> feasible;  // every fitting candidate (the sample's pool)
   PlanCandidate nearest;                // the smallest miss when nothing fits
   double nearest_excess = -1;
+  std::string refusal;                  // the engine's first refusal, for when it refuses everything
 };
 
-// Memory of one step's model per (recompute, activation offload) at one B: the half of the memory plan that
-// does not depend on the rest (memplan.h: engine_memory + step_memory = memory_from_geometry).
+// Memory of one step's model per (recompute, activation offload) at one (T, SP, B): the half of the memory
+// plan that does not depend on the rest (memplan.h: engine_memory + step_memory = memory_from_geometry).
 struct StepMemory {
   std::vector<std::array<std::optional<MemTotals>, 2>> of;  // [recompute][activations]; empty: refused
 };
 
-StepMemory step_memories(const PlanRequest& rq, const Space& s, const PlanChoice& rest) {
+StepMemory step_memories(const PlanRequest& rq, const PlanSpace& s, const PlanChoice& rest, Enumerated& e) {
   StepMemory m;
   for (const RecomputePolicy& r : s.recomputes) {
     m.of.emplace_back();
@@ -147,7 +49,8 @@ StepMemory step_memories(const PlanRequest& rq, const Space& s, const PlanChoice
       c.offload.activations = act == 1;
       try {
         m.of.back()[act] = step_memory(c.apply(rq.base));
-      } catch (const Error&) {
+      } catch (const Error& x) {
+        if (e.refusal.empty()) e.refusal = x.what();
       }
     }
   }
@@ -161,62 +64,92 @@ void note_miss(const PlanRequest& rq, const PlanCandidate& c, Enumerated& e) {
   if (e.nearest_excess < 0 || ex < e.nearest_excess) e.nearest_excess = ex, e.nearest = c;
 }
 
-// The engine's half of the memory plan for one rest, per offload of the states (empty: refused).
-std::map<int, std::optional<MemTotals>> engine_memories(const PlanRequest& rq, const Space& s, const PlanChoice& rest) {
-  std::map<int, std::optional<MemTotals>> engine;
-  for (const OffloadSet& o : s.offloads) {
-    if (engine.count((int)o.states)) continue;
-    PlanChoice c = rest;
-    c.offload = o;
+// The engine's half of the memory plan (empty: refused). It depends on the mesh, strategy, wrap, gather slots,
+// reduce dtype, no-sync and offload of the states, not on B, recompute or sequence parallelism: one mesh's are
+// kept across those, and each wrap's units are sized once.
+class EngineMemories {
+ public:
+  explicit EngineMemories(const PlanRequest& rq) : rq_(rq) {}
+  // c: strategy m.strategies[si], wrap m.wraps[wi]
+  const std::optional<MemTotals>& get(const PlanChoice& c, size_t si, size_t wi, Enumerated& e) {
+    const uint64_t k = ((uint64_t)si << 40) | ((uint64_t)wi << 24) | ((uint64_t)c.gather_slots << 8) |
+                       ((uint64_t)(c.reduce == DType::BF16) << 4) | ((uint64_t)c.no_sync << 3) | (uint64_t)c.offload.states;
+    auto it = of_.find(k);
+    if (it != of_.end()) return it->second;
+    if (numels_.size() <= wi) numels_.resize(wi + 1);
+    std::optional<MemTotals> mem;
     try {
-      engine[(int)o.states] = engine_memory(c.apply(rq.base));
-    } catch (const Error&) {
-      engine[(int)o.states] = std::nullopt;
+      const MemPlanInput in = c.apply(rq_.base);
+      if (numels_[wi].empty()) numels_[wi] = unit_numels(in);
+      mem = engine_memory(in, numels_[wi]);
+    } catch (const Error& x) {
+      if (e.refusal.empty()) e.refusal = x.what();
     }
+    return of_.emplace(k, mem).first->second;
   }
-  return engine;
-}
+
+ private:
+  const PlanRequest& rq_;
+  std::unordered_map<uint64_t, std::optional<MemTotals>> of_;
+  std::vector<std::vector<int64_t>> numels_;  // per wrap
+};
 
 struct Fit {
   PlanCandidate c;
-  size_t recompute;  // index into Space::recomputes: least work first
+  size_t recompute;  // index into PlanSpace::recomputes: least work first
 };
 
 // j is provably no slower than i: no more recompute, a subset of the offloads, at least as many gather slots.
+// Under tensor parallelism only the same gather slots and the same offload of the states: moving a gather or
+// an optimizer's work moves the engine's collectives on the one channel, where the group's, waited at once,
+// may then wait less (recompute and activation offload add work to the same program, and more work delays
+// nothing's end less).
 bool dominates(const Fit& j, const Fit& i) {
   const PlanChoice &a = j.c.choice, &b = i.c.choice;
   const bool same = j.recompute == i.recompute && a.offload.states == b.offload.states &&
                     a.offload.activations == b.offload.activations && a.gather_slots == b.gather_slots;
-  return !same && j.c.bound_s <= i.c.bound_s && j.recompute <= i.recompute && subset(a.offload, b.offload) &&
-         a.gather_slots >= b.gather_slots;
+  const bool engine = a.tp.size > 1 ? a.gather_slots == b.gather_slots && a.offload.states == b.offload.states
+                                    : a.gather_slots >= b.gather_slots;
+  return !same && j.c.bound_s <= i.c.bound_s && j.recompute <= i.recompute && subset(a.offload, b.offload) && engine;
 }
 
-// One rank with the states on the device gathers nothing and reduces nothing (resident parameters, direct
-// gradients: geometry.h), so the wrap and the gather slots change no op of its step: every such candidate runs
-// the program of the first wrap and slot count searched, which stands for them all.
-bool same_program_as_another(const PlanRequest& rq, const Space& s, const PlanChoice& c) {
-  if (rq.base.world != 1 || c.offload.states != OffloadMode::none) return false;
-  return !(c.wrap == s.wraps.front()) || c.gather_slots != s.slots.front();
+// One data-parallel rank with the states on the device gathers nothing and reduces nothing (resident
+// parameters, direct gradients: geometry.h), so the gather slots change no op of its step, nor does the wrap
+// without tensor parallelism (with it, the gradient norm sums the split and the whole tensors of each unit
+// apart, and sequence parallelism all-reduces each unit's replicated gradients): every such candidate runs the
+// program of the first wrap and slot count searched, which stands for them all.
+bool same_program_as_another(const PlanSpace& s, const MeshSpace& m, const PlanChoice& c) {
+  if (m.dp != 1 || c.offload.states != OffloadMode::none) return false;
+  return (!(c.wrap == m.wraps.front()) && c.tp.size == 1) || c.gather_slots != s.slots.front();
 }
+
+// Where one rest of the space sits: its mesh, strategy and wrap (indices into the space), and its bounds and
+// step memories (per recompute).
+struct Rest {
+  const MeshSpace* mesh;
+  size_t strategy, wrap;
+  const std::vector<StepBound>* bounds;
+  const StepMemory* step;
+};
 
 // The (gather slots, recompute, offload) choices of one rest: which fit, and which of those no other dominates.
-void add_rest(const PlanRequest& rq, const Space& s, PlanChoice rest, const std::vector<int>& slots,
-              const std::vector<double>& bounds, const StepMemory& step, Enumerated& e, PlanStats& st) {
+void add_rest(const PlanRequest& rq, const PlanSpace& s, const Rest& where, PlanChoice rest,
+              const std::vector<int>& slots, EngineMemories& engines, Enumerated& e, PlanStats& st) {
   std::vector<Fit> fit;
   for (int k : slots) {
     rest.gather_slots = k;
-    std::map<int, std::optional<MemTotals>> engine = engine_memories(rq, s, rest);
     for (size_t r = 0; r < s.recomputes.size(); r++)
       for (const OffloadSet& o : s.offloads) {
         PlanCandidate c;
         c.choice = rest;
         c.choice.recompute = s.recomputes[r];
         c.choice.offload = o;
-        if (same_program_as_another(rq, s, c.choice)) continue;
+        if (same_program_as_another(s, *where.mesh, c.choice)) continue;
         st.space++;
-        c.bound_s = bounds[r];
-        const std::optional<MemTotals>& eng = engine[(int)o.states];
-        const std::optional<MemTotals>& stp = step.of[r][o.activations ? 1 : 0];
+        c.bound = (*where.bounds)[r];
+        c.bound_s = c.bound.total();
+        const std::optional<MemTotals>& stp = where.step->of[r][o.activations ? 1 : 0];
+        const std::optional<MemTotals>& eng = stp ? engines.get(c.choice, where.strategy, where.wrap, e) : stp;
         if (!eng || !stp) {
           st.no_fit++;
           continue;
@@ -234,7 +167,7 @@ void add_rest(const PlanRequest& rq, const Space& s, PlanChoice rest, const std:
   for (size_t i = 0; i < fit.size(); i++) {
     for (size_t j = 0; j < fit.size() && !fit[i].c.dominated_by; j++)
       if (dominates(fit[j], fit[i])) fit[i].c.dominated_by = fit[j].c.choice;
-    e.feasible.push_back(fit[i].c);
+    if (rq.sample > 0) e.feasible.push_back(fit[i].c);
     if (fit[i].c.dominated_by)
       st.dominated++;
     else
@@ -242,35 +175,50 @@ void add_rest(const PlanRequest& rq, const Space& s, PlanChoice rest, const std:
   }
 }
 
-Enumerated enumerate(const PlanRequest& rq, const Space& s, PlanStats& st) {
-  Enumerated e;
+// Every (strategy, wrap, reduce dtype, no-sync) of one (T, SP, B).
+void enumerate_micro_batch(const PlanRequest& rq, const PlanSpace& s, PlanBounds& bounds, const MeshSpace& m,
+                           PlanChoice rest, EngineMemories& engines, Enumerated& e, PlanStats& st) {
   const int L = rq.base.cfg.num_layers;
-  for (int B : s.Bs) {
-    PlanChoice rest;
-    rest.B = B;
-    rest.accum = s.seqs_per_rank / B;
-    rest.strategy = s.strategies.empty() ? ShardStrategy::full : s.strategies[0].first;
-    rest.shard_group = s.strategies.empty() ? 0 : s.strategies[0].second;
-    rest.gather_slots = 1;
-    std::vector<double> bounds;
-    for (const RecomputePolicy& r : s.recomputes) {
-      rest.recompute = r;
-      bounds.push_back(compute_bound(rq, rest, &st.bound_sims));
+  rest.strategy = m.strategies.empty() ? ShardStrategy::full : m.strategies[0].first;
+  rest.shard_group = m.strategies.empty() ? 0 : m.strategies[0].second;
+  rest.gather_slots = 1;
+  std::vector<StepBound> key_bounds;
+  for (const RecomputePolicy& r : s.recomputes) {
+    rest.recompute = r;
+    key_bounds.push_back(bounds.of_key(m, rest));
+  }
+  const StepMemory step = step_memories(rq, s, rest, e);
+  for (size_t si = 0; si < m.strategies.size(); si++)
+    for (size_t wi = 0; wi < m.wraps.size(); wi++) {
+      const WrapPolicy& w = m.wraps[wi];
+      const int units = (int)w.groups(L, 1).size();
+      std::vector<int> slots;  // more slots than units prefetch nothing more
+      for (int k : s.slots)
+        if (k <= std::max(1, units) || rq.pins.gather_slots) slots.push_back(k);
+      for (DType red : m.reduces)
+        for (bool ns : m.no_syncs) {
+          if (ns && rest.accum == 1 && !rq.pins.no_sync) continue;  // no-sync needs accumulation
+          PlanChoice c = rest;
+          c.strategy = m.strategies[si].first, c.shard_group = m.strategies[si].second;
+          c.wrap = w, c.reduce = red, c.no_sync = ns;
+          add_rest(rq, s, Rest{&m, si, wi, &key_bounds, &step}, c, slots, engines, e, st);
+        }
     }
-    const StepMemory step = step_memories(rq, s, rest);
-    for (const auto& [strategy, G] : s.strategies)
-      for (const WrapPolicy& w : s.wraps) {
-        const int units = (int)w.groups(L, 1).size();
-        std::vector<int> slots;  // more slots than units prefetch nothing more
-        for (int k : s.slots)
-          if (k <= std::max(1, units) || rq.pins.gather_slots) slots.push_back(k);
-        for (DType red : s.reduces)
-          for (bool ns : s.no_syncs) {
-            if (ns && rest.accum == 1 && !rq.pins.no_sync) continue;  // no-sync needs accumulation
-            PlanChoice c = rest;
-            c.strategy = strategy, c.shard_group = G, c.wrap = w, c.reduce = red, c.no_sync = ns;
-            add_rest(rq, s, c, slots, bounds, step, e, st);
-          }
+}
+
+Enumerated enumerate(const PlanRequest& rq, const PlanSpace& s, PlanBounds& bounds, PlanStats& st) {
+  Enumerated e;
+  for (const MeshSpace& m : s.meshes) {
+    EngineMemories engines(rq);
+    for (int B : m.Bs)
+      for (bool sp : m.sps) {
+        // sequence parallelism splits the B*T rows over the group (a pin is left to the engine's check)
+        if (sp && !sequence_parallel_fits(m.tp, B, rq.base.T) && !rq.pins.sequence_parallel) continue;
+        PlanChoice rest;
+        rest.tp = TpOptions{m.tp, sp};
+        rest.B = B;
+        rest.accum = m.seqs_per_rank / B;
+        enumerate_micro_batch(rq, s, bounds, m, rest, engines, e, st);
       }
   }
   return e;
@@ -297,6 +245,91 @@ bool faster(const PlanCandidate& a, const PlanCandidate& b) {
   return a.choice.flags(1, 1) < b.choice.flags(1, 1);  // a fixed order for ties
 }
 
+// The K fastest priced so far, and with best_per_tp the fastest of each tensor-parallel size.
+struct Ranking {
+  int K;
+  bool per_tp;
+  std::vector<PlanCandidate> top;            // sorted, at most K
+  std::map<int, PlanCandidate> fastest_of;   // T -> its fastest
+
+  // The step a candidate must beat to matter (+inf while there is room).
+  double threshold(int tp) const {
+    double t = (int)top.size() < K ? INFINITY : top.back().time.step_s;
+    if (per_tp) {
+      const auto it = fastest_of.find(tp);
+      t = std::max(t, it == fastest_of.end() ? INFINITY : it->second.time.step_s);
+    }
+    return t;
+  }
+  // The largest threshold of any size: no candidate whose bound reaches it matters.
+  double any_threshold(const std::vector<MeshSpace>& meshes) const {
+    double t = (int)top.size() < K ? INFINITY : top.back().time.step_s;
+    for (const MeshSpace& m : meshes) t = std::max(t, threshold(m.tp));
+    return t;
+  }
+  void add(const PlanCandidate& c) {
+    top.insert(std::upper_bound(top.begin(), top.end(), c, faster), c);
+    if ((int)top.size() > K) top.pop_back();
+    auto it = fastest_of.find(c.choice.tp.size);
+    if (it == fastest_of.end())
+      fastest_of.emplace(c.choice.tp.size, c);
+    else if (faster(c, it->second))
+      it->second = c;
+  }
+};
+
+// Rules 4 and 5: the frontier priced in the order of rule 4's bound until it reaches the K-th best step found
+// (and with best_per_tp, each size's fastest); a candidate whose rule 5 bound already does is not priced.
+Ranking price_in_bound_order(const PlanRequest& rq, const PlanSpace& s, PlanBounds& bounds,
+                             std::vector<PlanCandidate>& frontier, PlanStats& st) {
+  std::stable_sort(frontier.begin(), frontier.end(),
+                   [](const PlanCandidate& a, const PlanCandidate& b) { return a.bound_s < b.bound_s; });
+  Ranking r{rq.top, rq.best_per_tp, {}, {}};
+  for (size_t i = 0; i < frontier.size(); i++) {
+    PlanCandidate& c = frontier[i];
+    if (c.bound_s >= r.any_threshold(s.meshes)) {
+      st.bounded += (int64_t)(frontier.size() - i);
+      break;
+    }
+    const double need = r.threshold(c.choice.tp.size);
+    if (c.bound_s >= need) {
+      st.bounded++;
+      continue;
+    }
+    if (need < INFINITY && bounds.channel_reaches(c, need)) {
+      st.bounded++;
+      st.bounded_by_channel++;
+      continue;
+    }
+    if (!price(rq, c, st)) continue;
+    r.add(c);
+  }
+  GPT_CHECK(!r.top.empty(), "gpt plan: the simulated step refused every configuration that fits");
+  return r;
+}
+
+std::vector<OtherTp> other_tp_sizes(const PlanRequest& rq, const PlanSpace& s,
+                                    const std::vector<PlanCandidate>& frontier, const Ranking& ranked, int first_tp) {
+  std::map<int, OtherTp> of;
+  for (const PlanCandidate& c : frontier) {
+    const int T = c.choice.tp.size;
+    if (T == first_tp) continue;
+    OtherTp& o = of[T];
+    o.tp = T;
+    if (o.candidates++ == 0 || c.bound_s < o.least_bound.total()) o.least_bound = c.bound;
+    o.priced += c.time.step_s > 0;
+  }
+  std::vector<OtherTp> out;
+  for (const MeshSpace& m : s.meshes) {
+    if (!of.count(m.tp)) continue;
+    OtherTp o = of.at(m.tp);
+    if (ranked.fastest_of.count(m.tp)) o.fastest = ranked.fastest_of.at(m.tp);
+    o.exact = rq.best_per_tp;
+    out.push_back(o);
+  }
+  return out;
+}
+
 [[noreturn]] void nothing_fits(const PlanRequest& rq, const Enumerated& e) {
   const PlanBudget& b = rq.budget;
   const int64_t total = rq.total_batch;
@@ -305,7 +338,8 @@ bool faster(const PlanCandidate& a, const PlanCandidate& b) {
                      : str(format_bytes(b.device), " device", b.host >= 0 ? ", " + format_bytes(b.host) + " host" : "",
                            " per rank");
   };
-  GPT_CHECK(e.nearest_excess >= 0, "gpt plan: the engine accepts no configuration of the pinned flags");
+  GPT_CHECK(e.nearest_excess >= 0, "gpt plan: the engine accepts no configuration of the pinned flags",
+            e.refusal.empty() ? std::string() : ": " + e.refusal);
   const PlanCandidate& n = e.nearest;
   fail("gpt plan: nothing fits the budget (", budget_text(), ", pre-flight margin included); the nearest miss is ",
        n.choice.flags(rq.base.T, total), ", which needs ", format_bytes(n.device_need),
@@ -336,24 +370,15 @@ PlanResult search_plans(const PlanRequest& rq) {
   const auto t0 = Clock::now();
   PlanResult res;
   validate_plan_input(rq.base);
-  const Space s = make_space(rq);
-  Enumerated e = enumerate(rq, s, res.stats);
+  const PlanSpace s = make_plan_space(rq);
+  PlanBounds bounds(rq, s, res.stats);
+  Enumerated e = enumerate(rq, s, bounds, res.stats);
   if (e.frontier.empty()) nothing_fits(rq, e);
-  std::stable_sort(e.frontier.begin(), e.frontier.end(),
-                   [](const PlanCandidate& a, const PlanCandidate& b) { return a.bound_s < b.bound_s; });
-  std::vector<PlanCandidate> best;  // sorted, at most rq.top
-  for (size_t i = 0; i < e.frontier.size(); i++) {
-    PlanCandidate& c = e.frontier[i];
-    if ((int)best.size() == rq.top && c.bound_s >= best.back().time.step_s) {
-      res.stats.bounded += (int64_t)(e.frontier.size() - i);
-      break;
-    }
-    if (!price(rq, c, res.stats)) continue;
-    best.insert(std::upper_bound(best.begin(), best.end(), c, faster), c);
-    if ((int)best.size() > rq.top) best.pop_back();
-  }
-  GPT_CHECK(!best.empty(), "gpt plan: the simulated step refused every configuration that fits");
-  res.top = best;
+  for (const MeshSpace& m : s.meshes) res.tp_searched.push_back(m.tp);
+  Ranking ranked = price_in_bound_order(rq, s, bounds, e.frontier, res.stats);
+  res.top = ranked.top;
+  res.other_tp = other_tp_sizes(rq, s, e.frontier, ranked, res.top[0].choice.tp.size);
+  const std::vector<PlanCandidate>& best = res.top;
   std::vector<PlanCandidate> pool;
   for (const PlanCandidate& c : e.feasible) {
     bool in_top = false;
@@ -371,7 +396,7 @@ PlanResult search_plans(const PlanRequest& rq) {
   return res;
 }
 
-std::string why_slower(const PlanCandidate& best, const PlanCandidate& next, int rank_of_next) {
+std::string why_slower(const PlanCandidate& best, const PlanCandidate& next, const std::string& next_name) {
   const StepPhases& a = best.time.phases;
   const StepPhases& b = next.time.phases;
   struct Delta {
@@ -387,9 +412,9 @@ std::string why_slower(const PlanCandidate& best, const PlanCandidate& next, int
     if (d[i].after - d[i].before > d[worst].after - d[worst].before) worst = i;
   const double pct = 100.0 * (next.time.step_s / best.time.step_s - 1.0);
   char buf[200];
-  std::snprintf(buf, sizeof buf, "#%d is %.2f%% slower than #1: %s %+.2f ms (%.2f -> %.2f ms per step)", rank_of_next,
-                pct, d[worst].name, 1e3 * (d[worst].after - d[worst].before), 1e3 * d[worst].before, 1e3 * d[worst].after);
-  return buf;
+  std::snprintf(buf, sizeof buf, " is %.2f%% slower than #1: %s %+.2f ms (%.2f -> %.2f ms per step)", pct, d[worst].name,
+                1e3 * (d[worst].after - d[worst].before), 1e3 * d[worst].before, 1e3 * d[worst].after);
+  return next_name + buf;
 }
 
 }  // namespace gpt

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <fstream>
 
 #include "src/cli/plan_auto.h"
 #include "src/core/check.h"
@@ -86,6 +87,115 @@ TEST(PlanCli, BadInputIsOneLine) {
                         "--hardware is read only with --plan auto");
   expect_one_error_line(run_gpt("bench --config d2 --device cpu --plan auto --hardware " + hw("h100.json") + " --steps 1"),
                         "describes a gpu but this run is on cpu");
+}
+
+// 1024 ranks cannot each take a sequence of a 512-sequence batch: the plan reaches them through T (d36 has 20
+// heads: T in {2, 4} inside a node of 8).
+TEST(PlanCli, AWorldLargerThanTheBatchPlansTensorParallelism) {
+  CliResult r = run_gpt("plan --config d36 --world 1024 --total-batch 524288 -T 1024 --hardware " + hw("h100.json") +
+                        " --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const JValue j = JsonParser(r.out).parse();
+  for (const JValue& c : j.at("top").arr) {
+    EXPECT_GE(c.at("tp").num, 2) << c.at("flags").str;
+    EXPECT_EQ(c.at("flags").str.rfind("--tp " + std::to_string((int)c.at("tp").num) + " ", 0), 0u) << c.at("flags").str;
+    EXPECT_EQ(c.at("dp").num * c.at("tp").num, 1024);
+  }
+  std::vector<int> searched;
+  for (const JValue& t : j.at("tp_searched").arr) searched.push_back((int)t.num);
+  EXPECT_EQ(searched, (std::vector<int>{2, 4}));  // T = 1 gives 1024 ranks 512 sequences
+}
+
+// At 64 ranks the plan may keep T = 1: each other T's fastest (exact with --per-tp) is shown below the top,
+// with why it is slower than #1.
+TEST(PlanCli, WhyNotTensorParallelismIsShown) {
+  const std::string args = "plan --config d36 --world 64 --total-batch 524288 -T 1024 --hardware " + hw("h100.json") +
+                           " --top 3";
+  CliResult r = run_gpt(args + " --per-tp --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const JValue j = JsonParser(r.out).parse();
+  const JValue& first = j.at("top").arr.at(0);
+  const JValue& others = j.at("other_tp");
+  ASSERT_EQ(others.arr.size(), 2u) << r.out;  // the two sizes #1 does not use, of 1, 2 and 4
+  for (const JValue& o : others.arr) {
+    EXPECT_NE(o.at("tp").num, first.at("tp").num);
+    EXPECT_TRUE(o.at("exact").b);
+    const JValue& f = o.at("fastest");
+    EXPECT_EQ(f.at("tp").num, o.at("tp").num);
+    EXPECT_GT(f.at("step_s").num, j.at("top").arr.back().at("step_s").num);  // not in the top 3
+    const std::string why = o.at("why").str;
+    EXPECT_EQ(why.find("--tp " + std::to_string((int)o.at("tp").num) + "'s fastest is "), 0u) << why;
+    if (first.at("tp").num == 1) EXPECT_NE(why.find("slower than #1: exposed comm"), std::string::npos) << why;
+  }
+  // without --per-tp: every TP candidate is bounded out here, and the report says by how much
+  CliResult text = run_gpt(args);
+  ASSERT_EQ(text.code, 0) << text.out;
+  EXPECT_NE(text.out.find("meshes searched: --tp 1, 2 or 4 (world 64"), std::string::npos) << text.out;
+  for (const char* tp : {"2", "4"})
+    if (first.at("tp").num == 1)
+      EXPECT_NE(text.out.find(std::string("why not --tp ") + tp + ": none of its "), std::string::npos) << text.out;
+}
+
+TEST(PlanCli, TpPinsAreKeptAndBadOnesAreOneLine) {
+  const std::string base = "plan --config d6 -T 256 --total-batch 8192 --hardware " + hw("h100.json");
+  CliResult r = run_gpt(base + " --world 4 --tp 2 --sequence-parallel off --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const JValue pinned = JsonParser(r.out).parse();
+  for (const JValue& c : pinned.at("top").arr) {
+    EXPECT_EQ(c.at("flags").str.rfind("--tp 2 --sequence-parallel off --shard ", 0), 0u) << c.at("flags").str;
+    EXPECT_FALSE(c.at("sequence_parallel").b);
+  }
+  CliResult on = run_gpt(base + " --world 4 --sequence-parallel on --json");
+  ASSERT_EQ(on.code, 0) << on.out;
+  const JValue sp_on = JsonParser(on.out).parse();
+  for (const JValue& c : sp_on.at("top").arr) EXPECT_TRUE(c.at("sequence_parallel").b);
+  expect_one_error_line(run_gpt(base + " --world 4 --tp 3"), "--tp 3 must divide --world 4");
+  expect_one_error_line(run_gpt(base + " --world 8 --tp 4"), "--tp 4 must divide the model's 6 heads");
+  expect_one_error_line(run_gpt(base + " --world 4 --tp 1 --sequence-parallel on"), "--sequence-parallel on needs --tp > 1");
+  // no mesh reaches 1024 ranks with 512 sequences when no T > 1 splits the model (d48: 25 heads)
+  expect_one_error_line(run_gpt("plan --config d48 --world 1024 --total-batch 524288 -T 1024 --hardware " +
+                                hw("a100_80gb.json")),
+                        "--total-batch 524288: must be a positive multiple of T x world = 1024 x 1024 = 1048576 "
+                        "(every data-parallel rank takes whole sequences); no --tp > 1 divides the model's 25 heads");
+}
+
+CliResult ranks(int n, const std::string& args) {
+  CliResult r;
+  r.code = run_command("export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 "
+                       "OPENBLAS_NUM_THREADS=1; timeout 300 mpiexec -n " + std::to_string(n) + " --oversubscribe " +
+                           gpt_binary() + " " + args,
+                       &r.out);
+  return r;
+}
+
+// gpt train --plan auto on 2 cpu ranks (a hardware file given): one sequence a step is reached only with --tp 2,
+// which the run then uses (its start-up line names the mesh); a given --tp and --sequence-parallel are kept.
+TEST(PlanCli, PlanAutoChoosesAndKeepsTp) {
+  if (run_command("command -v mpiexec") != 0) GTEST_SKIP() << "mpiexec not installed";
+  const std::string file = scratch_dir() + "/cpu2.json";
+  std::ofstream(file) << R"({"name": "plan test cpu", "kind": "cpu", "dtype": "fp32", "peak_flops": 1e11, "cores": 2,
+    "profiles": [{"ranks": 2, "threads": 1, "gemm": [[1e4, 2e9], [1e8, 2.5e10]], "stream": 2e10, "copy": 1e10}],
+    "host": {"bandwidth": 2e10, "pcie": 1e10},
+    "network": {"overlap": false, "devices_per_node": 2, "intra": {"bandwidth": 5e9, "latency_s": 2e-5},
+                "inter": {"bandwidth_per_node": 5e9, "latency_s": 2e-5}}})";
+  const std::string bench = "train --n-layer 2 --n-head 4 --d-model 64 --seq-len 32 -T 32 --total-batch 32 --steps 1 "
+                            "--sample-tokens 0 --device cpu --train '" + shakespeare_byte_dir() + "/train_*.bin' "
+                            "--plan auto --hardware " + file;
+  CliResult r = ranks(2, bench);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const size_t at = r.out.find("--plan auto: --tp 2 ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+  const bool sp = line.find("--sequence-parallel off") == std::string::npos;
+  EXPECT_NE(r.out.find(sp ? "| tp 2 (sequence parallel) x dp 1 |" : "| tp 2 x dp 1 |"), std::string::npos) << r.out;
+  CliResult pinned = ranks(2, bench + " --tp 2 --sequence-parallel off --recompute selective");
+  ASSERT_EQ(pinned.code, 0) << pinned.out;
+  EXPECT_NE(pinned.out.find("--plan auto: --tp 2 --sequence-parallel off --shard full --recompute selective"),
+            std::string::npos)
+      << pinned.out;
+  EXPECT_NE(pinned.out.find("| tp 2 x dp 1 |"), std::string::npos) << pinned.out;
+  // a given --tp the world cannot hold is checked as a run would check it
+  expect_one_error_line(run_gpt(bench + " --tp 2"), "--tp 2 is larger than the world size 1");
 }
 
 // --plan auto on the cpu: the cached calibration (here a quick one, made first) serves the run without a new

@@ -5,89 +5,19 @@
 // skips is never faster than the one it keeps; the compute bound is below every step. Bad input is one error.
 #include <gtest/gtest.h>
 
-#include "src/model/config.h"
-#include "src/plan/plan_search.h"
 #include "tests/common/error_of.h"
+#include "tests/sim/plan_cases.h"
 
 namespace gpt {
 using test::error_of;
+using test::expect_exact;
+using test::request;
+using test::step_of;
+using test::tiny;
 namespace {
 
-const char* kGpu = R"({"name": "plan test gpu", "kind": "gpu", "dtype": "bf16", "peak_flops": 1e12, "memory_bytes": 8e9,
-  "op_overhead_s": 2e-6, "profiles": [{"gemm": [[1e4, 1e10], [1e8, 8e11]], "stream": 1e11}],
-  "host": {"bandwidth": 2e10, "pcie": 1e10},
-  "network": {"overlap": true, "devices_per_node": 2, "intra": {"bandwidth": 5e10, "latency_s": 5e-6},
-              "intra_topology": "nvswitch",
-              "inter": {"bandwidth_per_node": 5e9, "latency_s": 2e-5}}})";
-const char* kCpu = R"({"name": "plan test cpu", "kind": "cpu", "dtype": "fp32", "peak_flops": 1e11, "cores": 4,
-  "profiles": [{"ranks": 4, "threads": 1, "gemm": [[1e4, 2e9], [1e8, 2.5e10]], "stream": 2e10, "copy": 1e10}],
-  "host": {"bandwidth": 2e10, "pcie": 1e10},
-  "network": {"overlap": false, "devices_per_node": 65536, "intra": {"bandwidth": 5e9, "latency_s": 2e-5},
-              "inter": {"bandwidth_per_node": 5e9, "latency_s": 2e-5}}})";
-
-GPTConfig tiny(int L) {
-  GPTConfig c;
-  c.num_layers = L;
-  c.num_heads = 4;
-  c.channels = 128;
-  c.max_seq_len = 128;
-  c.vocab_size = 1000;
-  c.finalize();
-  return c;
-}
-
-PlanRequest request(const HardwareSpec& hw, int L, int world, int seqs_per_rank) {
-  PlanRequest rq;
-  rq.hw = &hw;
-  rq.base.cfg = tiny(L);
-  rq.base.world = world;
-  rq.base.T = 64;
-  rq.base.compute = hw.kind == "gpu" ? DType::BF16 : DType::F32;
-  rq.base.attention = AttentionPath::simple;
-  rq.total_batch = (int64_t)seqs_per_rank * rq.base.T * world;
-  rq.budget.one_ram = hw.kind == "cpu";
-  return rq;
-}
-
-double step_of(const PlanRequest& rq, const PlanChoice& c) {
-  TimeModelInput t;
-  t.run = c.apply(rq.base);
-  t.grad_accum = c.accum;
-  return plan_time(t, *rq.hw).step_s;
-}
-
-// The top 3 against every other feasible candidate, and the bound against every priced one.
-void expect_exact(const PlanRequest& base) {
-  PlanRequest rq = base;
-  rq.top = 3;
-  rq.sample = 1000000;  // the whole rest of the feasible space, priced
-  const PlanResult r = search_plans(rq);
-  ASSERT_GE(r.top.size(), 1u);
-  EXPECT_EQ((int64_t)(r.top.size() + r.sample.size()), r.stats.space - r.stats.no_fit);
-  for (size_t i = 1; i < r.top.size(); i++) EXPECT_LE(r.top[i - 1].time.step_s, r.top[i].time.step_s);
-  std::vector<PlanCandidate> all = r.top;
-  all.insert(all.end(), r.sample.begin(), r.sample.end());
-  int undominated = 0;
-  for (const PlanCandidate& c : r.sample) {
-    const std::string flags = c.choice.flags(rq.base.T, rq.total_batch);
-    EXPECT_GE(c.time.step_s, r.top[0].time.step_s) << flags << " is faster than the plan's first";
-    if (c.dominated_by) {  // its dominator, priced too, is no slower
-      bool found = false;
-      for (const PlanCandidate& d : all)
-        if (d.choice == *c.dominated_by) {
-          found = true;
-          EXPECT_LE(d.time.step_s, c.time.step_s * (1 + 1e-12)) << flags << " is faster than the one dominating it";
-        }
-      EXPECT_TRUE(found) << flags;
-    } else if (r.top.size() == 3) {  // bounded out: no faster than the last of a full top
-      EXPECT_GE(c.time.step_s, r.top.back().time.step_s) << flags;
-    }
-    undominated += !c.dominated_by;
-  }
-  EXPECT_EQ(undominated + (int)r.top.size(), (int)(r.stats.space - r.stats.no_fit - r.stats.dominated));
-  for (const auto* v : {&r.top, &r.sample})
-    for (const PlanCandidate& c : *v) EXPECT_LE(c.bound_s, c.time.step_s * (1 + 1e-12));
-}
+const std::string kGpu = test::gpu_file(2);
+const char* kCpu = test::kCpu;
 
 TEST(PlanSearch, TopThreeAreTheFastestOfTheFeasibleSpaceOnAGpuFile) {
   const HardwareSpec hw = parse_hardware(kGpu, "gpu.json");
@@ -232,18 +162,27 @@ TEST(PlanSearch, PinsAndTheBudgetHold) {
 TEST(PlanSearch, BadInputIsOneError) {
   const HardwareSpec hw = parse_hardware(kGpu, "gpu.json");
   PlanRequest rq = request(hw, 4, 4, 4);
-  rq.total_batch = 64 * 4 * 4 + 64;  // not whole sequences on every rank
-  EXPECT_NE(error_of([&] { search_plans(rq); }).find("--total-batch 1088: must be a positive multiple of T x world"),
-            std::string::npos);
+  rq.total_batch = 64 * 4 * 4 + 64;  // 17 sequences: whole ones on no mesh's data-parallel ranks (4 or 2)
+  const std::string batch = error_of([&] { search_plans(rq); });
+  EXPECT_NE(batch.find("--total-batch 1088: must be a positive multiple of T x world = 64 x 4 = 256, or T x world / "
+                       "tp = 64 x 4 / 2 = 128 (--tp 2)"),
+            std::string::npos)
+      << batch;
   rq = request(hw, 4, 4, 4);
   rq.budget.device = 1 << 20;
   const std::string e = error_of([&] { search_plans(rq); });
   EXPECT_NE(e.find("nothing fits the budget (1.00 MiB device"), std::string::npos) << e;
-  EXPECT_NE(e.find("the nearest miss is --shard"), std::string::npos) << e;
+  EXPECT_NE(e.find("the nearest miss is --tp 2"), std::string::npos) << e;  // half the weights per rank
   EXPECT_NE(e.find("which needs"), std::string::npos) << e;
   EXPECT_EQ(e.find('\n'), std::string::npos) << e;
   rq = request(hw, 4, 4, 4);
   rq.pins.B = 3;
+  const std::string B = error_of([&] { search_plans(rq); });
+  EXPECT_NE(B.find("-B 3: does not divide the sequences each data-parallel rank takes per step in any mesh: 4 (--tp 1), "
+                   "8 (--tp 2)"),
+            std::string::npos)
+      << B;
+  rq.pins.tp = 1;  // one mesh: its own message
   EXPECT_NE(error_of([&] { search_plans(rq); }).find("-B 3: does not divide the 4 sequences"), std::string::npos);
 }
 
