@@ -79,6 +79,10 @@ def main():
     ap.add_argument("--after", required=True)
     ap.add_argument("--data", default="", help="byte-tokenized shards (default: made from data/tinyshakespeare)")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--plans-only", action="store_true", help="only the memory and time plans")
+    ap.add_argument("--before-hardware", default="",
+                    help="the H100 file the before binary reads (default data/hardware/h100.json): an older binary "
+                         "refuses fields added since, e.g. git show REV:data/hardware/h100.json > FILE")
     a = ap.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     tmp = tempfile.mkdtemp(prefix="bit_identity_")
@@ -89,7 +93,7 @@ def main():
                         os.path.join(root, "data/tinyshakespeare/input.txt"), "--out", data], check=True,
                        capture_output=True)
     failed = 0
-    cases = train_cases(a.quick)
+    cases = [] if a.plans_only else train_cases(a.quick)
     for i, (n, flags) in enumerate(cases):
         res = []
         for tag, gpt in (("before", a.before), ("after", a.after)):
@@ -108,12 +112,14 @@ def main():
     here = os.path.join(root, "data/hardware/h100.json")
     for flags in plan_cases():
         outs = []
-        for gpt in (a.before, a.after):
-            r = subprocess.run([gpt, "memplan", "--json", "--time", "--hardware", here] + flags, capture_output=True,
+        for gpt, hw in ((a.before, a.before_hardware or here), (a.after, here)):
+            r = subprocess.run([gpt, "memplan", "--json", "--time", "--hardware", hw] + flags, capture_output=True,
                                text=True)
             plan = json.loads(r.stdout) if r.returncode == 0 else r.stderr
             if isinstance(plan, dict):
                 plan.get("time", {}).pop("plan_ms", None)  # how long planning took, not what it planned
+                for k in ("hardware_file", "network"):  # the file's path and its description, not the plan
+                    plan.get("time", {}).pop(k, None)
             outs.append((r.returncode, plan))
         same = outs[0][0] == outs[1][0] and covers(outs[0][1], outs[1][1])
         failed += not same

@@ -12,9 +12,10 @@ and the scenario fails; one that is not is reported as a tie at the measured rat
 (scripts/scaling/paired_race.py). The rounds' medians alone cannot order candidates predicted within 1-2% of
 each other on this machine, where one configuration's runs spread over +-20%.
 
-  scripts/scaling/plan_check.py [--rounds 7] [--race-rounds 20] [--steps 4] [--out DIR] [--quick]
+  scripts/scaling/plan_check.py [--rounds 7] [--race-rounds 20] [--steps 4] [--ranks 1,2,4] [--out DIR] [--quick]
 Writes OUT/plan_check.csv, OUT/plan_check.md and OUT/plan_check.png (run log and hardware file in OUT/work/).
-The hardware file is this machine's calibration at 1 rank x 2 threads and 2 ranks x 1 thread, made first.
+The hardware file is this machine's calibration at each rank count of the scenarios run (1 rank x 2 threads,
+2 and 4 ranks x 1 thread), made first. At 4 ranks the plan's space holds the tensor-parallel sizes 1, 2 and 4.
 """
 import math
 import random
@@ -33,6 +34,10 @@ SCENARIOS = [
     ("d6, 2 ranks, budget f=0.5", "d6", 2, 128, 16, 0.5),
     ("d2, 2 ranks, T=32, no budget", "d2", 2, 32, 32, None),
     ("d6, 2 ranks, T=64, budget f=0.1", "d6", 2, 64, 32, 0.1),
+    # 4 ranks: the plan searches --tp 1, 2 and 4 (d4 has 4 heads) with sequence parallelism on and off
+    ("d4, 4 ranks, no budget", "d4", 4, 128, 16, None),
+    ("d4, 4 ranks, 2 sequences a step", "d4", 4, 128, 2, None),  # 2 data-parallel ranks at most: --tp 2 or 4
+    ("d4, 4 ranks, T=64, budget f=0.1", "d4", 4, 64, 32, 0.1),
 ]
 VOCAB = ["--vocab", str(c.BYTE_VOCAB)]
 
@@ -49,10 +54,18 @@ def parse():
                         "(0: no race, else at least 5)")
     p.add_argument("--top", type=int, default=5)
     p.add_argument("--others", type=int, default=5, help="candidates drawn from the rest of the feasible space")
+    p.add_argument("--ranks", default="1,2,4", help="run the scenarios at these rank counts only (comma-separated)")
     a = p.parse_args()
-    a.scenarios = SCENARIOS
-    if a.quick:  # one scenario, 2 + 1 candidates, one round, a quick calibration
-        a.scenarios, a.rounds, a.steps, a.top, a.others, a.seconds = SCENARIOS[4:5], 1, 1, 2, 1, 0
+    try:
+        ranks = {int(n) for n in a.ranks.split(",")}
+    except ValueError:
+        raise c.UserError(f"--ranks '{a.ranks}': expected comma-separated rank counts, e.g. 1,2,4")
+    a.scenarios = [sc for sc in SCENARIOS if sc[2] in ranks]
+    if not a.scenarios:
+        raise c.UserError(f"--ranks '{a.ranks}': no scenario runs at these rank counts (they run at 1, 2 and 4)")
+    if a.quick:  # one scenario (d2 on 2 ranks, else the first at --ranks), 2 + 1 candidates, one round
+        a.scenarios = [sc for sc in a.scenarios if sc == SCENARIOS[4]] or a.scenarios[:1]
+        a.rounds, a.steps, a.top, a.others, a.seconds = 1, 1, 2, 1, 0
         a.race_rounds = 2
     if a.rounds < 1 or a.steps < 1 or a.top < 3 and not a.quick or a.others < 0 or a.seconds < 0 \
             or a.race_rounds < 0:
@@ -61,7 +74,7 @@ def parse():
         raise c.UserError(f"--race-rounds {a.race_rounds}: a sign test over fewer than 5 rounds can never find a "
                           "contender faster (p >= 1/16); give 0 (no race) or at least 5")
     a.gpt = c.check_gpt(a.gpt)
-    c.check_ranks([2], "scenarios", c.MAX_RANKS, a.mpiexec)
+    c.check_ranks(sorted({sc[2] for sc in a.scenarios}), "scenarios", c.MAX_RANKS, a.mpiexec)
     return a
 
 
@@ -72,7 +85,7 @@ def env_for(n):
 
 
 def calibrate(a, hw, log, cache):
-    for n in (1, 2):
+    for n in sorted({sc[2] for sc in a.scenarios}):
         c.progress(f"calibrating {n} rank(s) into {hw.name}")
         env = env_for(n)
         env["GPT_CACHE_DIR"] = cache
@@ -195,13 +208,14 @@ def verdicts(plans):
         # whether the rounds can tell the best from the plan's first at all: their ranges over rounds overlap
         overlap = min(first["measured"]) <= max(best["measured"]) and min(best["measured"]) <= max(first["measured"])
         checks.append({"scenario": p["scenario"][0], "budget_bytes": p["budget"] or "none",
-                       "plan_first": first["flags"], "first_over_best": round(within, 3),
+                       "plan_first": first["flags"], "first_tp": first["tp"], "best_tp": best["tp"],
+                       "first_over_best": round(within, 3),
                        "best_measured": best["source"], "first_and_best_ranges_overlap": "yes" if overlap else "no",
                        "best_in_top_3": top3, "race": race_text(p),
                        "search_s": round(p["plan"]["stats"]["search_s"], 3),
                        "space": p["plan"]["stats"]["space"], "pass": "yes" if ok else "NO"})
         for x in p["cands"]:
-            rows.append({"scenario": p["scenario"][0], "source": x["source"], "flags": x["flags"],
+            rows.append({"scenario": p["scenario"][0], "source": x["source"], "tp": x["tp"], "flags": x["flags"],
                          "predicted_tokens_per_s": round(x["tokens_per_s"], 1),
                          "measured_tokens_per_s": round(x["measured_median"], 1),
                          "measured_min": round(min(x["measured"]), 1), "measured_max": round(max(x["measured"]), 1),

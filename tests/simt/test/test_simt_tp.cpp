@@ -12,7 +12,7 @@
 //    for its growth over the 4 updates: |loss_T - loss_1| <= 2 K 2^-8 / 5.5 * loss_1 (1.1% at T = 2, 3.4% at
 //    T = 4). Both runs must also train (the last step's loss below the first's).
 // 2. The same bytes under every stream schedule of the emulator as in call order (T = 2, sequence parallelism:
-//    the collective-heavy case), and a run repeated gives the same bytes (T = 4).
+//    the collective-heavy case), and a run repeated gives the same bytes (T = 4); two steps each.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,9 +31,10 @@ namespace {
 
 constexpr int kLayers = 2, kSteps = 4;
 
-std::string args(int B) {  // 4 heads of 32 (the fused attention's head size), so T = 4 has one head per rank
+// 4 heads of 32 (the fused attention's head size), so T = 4 has one head per rank
+std::string args(int B, int steps = kSteps) {
   return "train --n-layer 2 --n-head 4 --d-model 128 --seq-len 32 --tokenizer byte -T 32 --sample-tokens 0 --train '" + shakespeare_byte_dir() +
-         "/train_*.bin' --device cuda --attention fused --steps " + std::to_string(kSteps) + " -B " + std::to_string(B) + " ";
+         "/train_*.bin' --device cuda --attention fused --steps " + std::to_string(steps) + " -B " + std::to_string(B) + " ";
 }
 
 double bound_rel(int T) { return 2.0 * 4 * kLayers * (T - 1) * std::ldexp(1.0, -8) / 5.5; }
@@ -75,9 +76,10 @@ TEST(SimtTp, TensorParallelTrainsWhatOneGpuTrains) {
 TEST(SimtTp, EveryStreamScheduleAndARepeatGiveTheSameBytes) {
   SKIP_WITHOUT_RANKS();
   const std::string dir = scratch_dir();
-  expect_schedule_free(2, args(2) + "--tp 2", dir + "/t2");
-  const std::string a = ranks_model(4, args(2) + "--tp 4", "phases", dir + "/a");
-  EXPECT_TRUE(ranks_model(4, args(2) + "--tp 4", "phases", dir + "/b") == a) << "T = 4 repeated";
+  // two steps: the second runs forward and backward on weights the first's optimizer step wrote
+  expect_schedule_free(2, args(2, 2) + "--tp 2", dir + "/t2");
+  const std::string a = ranks_model(4, args(2, 2) + "--tp 4", "phases", dir + "/a");
+  EXPECT_TRUE(ranks_model(4, args(2, 2) + "--tp 4", "phases", dir + "/b") == a) << "T = 4 repeated";
 }
 
 }  // namespace
