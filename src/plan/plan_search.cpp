@@ -7,8 +7,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <map>
+#include <thread>
 #include <unordered_map>
+
+#include <omp.h>
 
 #include "src/core/check.h"
 #include "src/core/rng.h"
@@ -239,6 +243,41 @@ bool price(const PlanRequest& rq, PlanCandidate& c, PlanStats& st) {
   }
 }
 
+// Rule 4's order priced a batch at a time: the candidates of one batch are chosen by the thresholds known
+// when it starts, so a batch prices no fewer than one at a time would (the top K stay exact), and the batch is
+// a fixed size, so what is priced, and so the report, is the same on any machine. Its simulated steps are
+// independent (each builds its own model, engine and machine; the trace they isolate is per thread) and run
+// on as many threads as this process's OpenMP allowance (OMP_NUM_THREADS, as a rank's kernels), at most the
+// batch.
+constexpr int kPriceBatch = 8;
+
+// Prices each of `batch`; ok[i] says whether the simulated step accepted it.
+void price_batch(const PlanRequest& rq, const std::vector<PlanCandidate*>& batch, std::vector<char>& ok,
+                 PlanStats& st) {
+  ok.assign(batch.size(), 0);
+  std::vector<PlanStats> each(batch.size());
+  std::vector<std::exception_ptr> failed(batch.size());
+  auto work = [&](size_t i) {
+    try {
+      ok[i] = price(rq, *batch[i], each[i]);
+    } catch (...) {
+      failed[i] = std::current_exception();
+    }
+  };
+  const size_t threads = std::min(batch.size(), (size_t)std::max(1, omp_get_max_threads()));
+  std::vector<std::thread> pool;
+  for (size_t w = 1; w < threads; w++)
+    pool.emplace_back([&, w] {
+      for (size_t i = w; i < batch.size(); i += threads) work(i);
+    });
+  for (size_t i = 0; i < batch.size(); i += threads) work(i);
+  for (std::thread& t : pool) t.join();
+  for (size_t i = 0; i < batch.size(); i++) {
+    if (failed[i]) std::rethrow_exception(failed[i]);
+    st.priced += each[i].priced;
+  }
+}
+
 bool faster(const PlanCandidate& a, const PlanCandidate& b) {
   if (a.time.step_s != b.time.step_s) return a.time.step_s < b.time.step_s;
   if (a.device_need != b.device_need) return a.device_need < b.device_need;  // equally fast: the smaller
@@ -285,24 +324,33 @@ Ranking price_in_bound_order(const PlanRequest& rq, const PlanSpace& s, PlanBoun
   std::stable_sort(frontier.begin(), frontier.end(),
                    [](const PlanCandidate& a, const PlanCandidate& b) { return a.bound_s < b.bound_s; });
   Ranking r{rq.top, rq.best_per_tp, {}, {}};
-  for (size_t i = 0; i < frontier.size(); i++) {
-    PlanCandidate& c = frontier[i];
-    if (c.bound_s >= r.any_threshold(s.meshes)) {
-      st.bounded += (int64_t)(frontier.size() - i);
-      break;
+  std::vector<PlanCandidate*> batch;  // up to kPriceBatch, chosen by the thresholds at the batch's start
+  std::vector<char> ok;
+  size_t i = 0;
+  while (i < frontier.size()) {
+    batch.clear();
+    for (; i < frontier.size() && (int)batch.size() < kPriceBatch; i++) {
+      PlanCandidate& c = frontier[i];
+      if (c.bound_s >= r.any_threshold(s.meshes)) {
+        st.bounded += (int64_t)(frontier.size() - i);
+        i = frontier.size();
+        break;
+      }
+      const double need = r.threshold(c.choice.tp.size);
+      if (c.bound_s >= need) {
+        st.bounded++;
+        continue;
+      }
+      if (need < INFINITY && bounds.channel_reaches(c, need)) {
+        st.bounded++;
+        st.bounded_by_channel++;
+        continue;
+      }
+      batch.push_back(&c);
     }
-    const double need = r.threshold(c.choice.tp.size);
-    if (c.bound_s >= need) {
-      st.bounded++;
-      continue;
-    }
-    if (need < INFINITY && bounds.channel_reaches(c, need)) {
-      st.bounded++;
-      st.bounded_by_channel++;
-      continue;
-    }
-    if (!price(rq, c, st)) continue;
-    r.add(c);
+    price_batch(rq, batch, ok, st);
+    for (size_t b = 0; b < batch.size(); b++)
+      if (ok[b]) r.add(*batch[b]);
   }
   GPT_CHECK(!r.top.empty(), "gpt plan: the simulated step refused every configuration that fits");
   return r;

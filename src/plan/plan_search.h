@@ -46,7 +46,8 @@
 //     norm's split tensors over the group, before it issues the optimizer; each priced as the simulated
 //     communicators price it (NetworkModel::scalar_seconds).
 //     Candidates are priced in the order of that bound, and the search stops when the bound reaches the K-th
-//     best step found (branch and bound: the top K are exact).
+//     best step found (branch and bound: the top K are exact). They are priced a fixed batch at a time on
+//     threads (price_batch in plan_search.cpp): the same candidates, so the same report, on any machine.
 //  5. the channel: every collective, the engine's and the group's, runs on one channel (NCCL's stream; MPI
 //     progresses them in order), and the group's idle the compute stream while they run, so a step lasts at
 //     least the group's collectives plus the larger of the compute and the engine's collectives (all done

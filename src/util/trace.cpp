@@ -40,13 +40,15 @@ struct State {
   std::map<int, StreamClock*> clocks;  // device-timed tracks (kept across start and reset: their owners bind them)
   size_t resolved = 0;                 // events before this index hold their times
 };
+// Per thread: a rank records from its one thread, and `gpt plan` prices candidates on several, each of whose
+// simulated steps sets its own clock and isolates its own (empty) trace.
 State& st() {
-  static State s;
+  thread_local State s;
   return s;
 }
 
 std::function<double()>& clock_override() {
-  static std::function<double()> c;
+  thread_local std::function<double()> c;
   return c;
 }
 

@@ -120,7 +120,9 @@ inline PlanResult expect_exact(const PlanRequest& base) {
     EXPECT_LE(bounds.channel(c), c.time.step_s) << flags;
     // Rule 5 tries the coarsest wrap's floor for every wrap: it must be no larger than the wrap's own (-1: not known).
     const double own_floor = bounds.engine_floor(c.choice, c.choice.wrap);
-    if (own_floor >= 0) EXPECT_LE(bounds.engine_floor(c.choice, space.coarsest_wrap), own_floor * (1 + 1e-12)) << flags;
+    if (own_floor >= 0) {
+      EXPECT_LE(bounds.engine_floor(c.choice, space.coarsest_wrap), own_floor * (1 + 1e-12)) << flags;
+    }
   }
   return r;
 }

@@ -118,7 +118,9 @@ TEST(TpPricing, TheTraceShowsTheTpCollectivesOnTheCommStreamBesideFsdps) {
     for (size_t i = 0; i < comm.size(); i++) {
       const CommName c = parse_name(comm[i].name);
       ASSERT_GT(c.bytes, 0) << comm[i].name;
-      if (i > 0) EXPECT_GE(comm[i].t0, comm[i - 1].t1 - 2e-3) << "one stream: " << comm[i].name << " overlaps";
+      if (i > 0) {
+        EXPECT_GE(comm[i].t0, comm[i - 1].t1 - 2e-3) << "one stream: " << comm[i].name << " overlaps";
+      }
       // the model's labels name a block and the product ("block0 attproj"); the engine's name a unit alone
       const bool is_tp = c.head.find(" ln") != std::string::npos || c.head.find("proj") != std::string::npos;
       (is_tp ? tp : fsdp)[c.head]++;
