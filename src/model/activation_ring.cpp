@@ -24,7 +24,7 @@ void ActivationRing::offload(int l) {
   Slot& s = slot(l);
   GPT_CHECK(s.holds == l, "activation ring: offload of layer ", l, " whose slot holds layer ", s.holds);
   if (stays(l, (int)layers_.size(), slots())) return;  // nothing evicts it before its backward
-  trace::Scope ts(trace::kCopiesD2H, str("d2h activations block", l), "copy");
+  trace::Scope ts(trace::kCopiesD2H, "d2h activations block", l, "copy");
   for (const ActTransfer& t : layers_[l]) s.ticket = be_.copy_d2h_async(t.host, t.dev, t.bytes);
   s.incoming = false;
   on_host_[l] = true;
@@ -37,7 +37,7 @@ void ActivationRing::fetch(int l) {
             "its forward)");
   GPT_CHECK(s.holds < 0 || s.holds > l, "activation ring: fetching layer ", l, " over layer ", s.holds,
             ", whose backward has not run");
-  trace::Scope ts(trace::kCopies, str("h2d activations block", l), "copy");
+  trace::Scope ts(trace::kCopies, "h2d activations block", l, "copy");
   for (const ActTransfer& t : layers_[l]) s.ticket = be_.copy_h2d_async(t.dev, t.host, t.bytes);
   s.holds = l;
   s.incoming = true;

@@ -184,7 +184,7 @@ void GPT::run_forward(const int* inputs, const int* targets, int B, int T, Param
     if (layout_.opens_unit(l)) unit = params.acquire(u, Pass::forward);
     if (ring && l + 1 < L) ring->claim(l + 1);  // block l writes block l+1's input
     {
-      trace::Scope ts(trace::kCompute, str("forward block", l), "compute");
+      trace::Scope ts(trace::kCompute, "forward block", l, "compute");
       block_forward(l, block_params(unit, l), acts_->resid[l], acts_->resid[l + 1], false);
     }
     if (ring && train) ring->offload(l);
@@ -260,12 +260,12 @@ void GPT::backward(float dloss, ParamSource& params) {
     }
     BlockParams p = block_params(unit, l);
     if (!acts_->kept[l].all()) {
-      trace::Scope ts(trace::kCompute, str("recompute block", l), "compute");
+      trace::Scope ts(trace::kCompute, "recompute block", l, "compute");
       block_forward(l, p, acts_->resid[l], nullptr, true);
     }
     float* g = params.grad_buffer(u);
     {
-      trace::Scope ts(trace::kCompute, str("backward block", l), "compute");
+      trace::Scope ts(trace::kCompute, "backward block", l, "compute");
       block_backward(l, p, block_grads(g, l), acts_->resid[l]);
     }
     if (layout_.opens_unit(l)) {

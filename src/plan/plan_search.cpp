@@ -234,6 +234,8 @@ bool price(const PlanRequest& rq, PlanCandidate& c, PlanStats& st) {
   t.grad_accum = c.choice.accum;
   t.ranks_per_node = rq.ranks_per_node;
   t.threads_per_rank = rq.threads_per_rank;
+  // its memory plan's halves were computed (and validated) by the enumeration; a saturated sum is not trusted
+  t.memory_planned = c.device_need < INT64_MAX && c.host_need < INT64_MAX;
   st.priced++;
   try {
     c.time = plan_time(t, *rq.hw);
@@ -249,7 +251,7 @@ bool price(const PlanRequest& rq, PlanCandidate& c, PlanStats& st) {
 // independent (each builds its own model, engine and machine; the trace they isolate is per thread) and run
 // on as many threads as this process's OpenMP allowance (OMP_NUM_THREADS, as a rank's kernels), at most the
 // batch.
-constexpr int kPriceBatch = 8;
+constexpr int kPriceBatch = 32;
 
 // Prices each of `batch`; ok[i] says whether the simulated step accepted it.
 void price_batch(const PlanRequest& rq, const std::vector<PlanCandidate*>& batch, std::vector<char>& ok,

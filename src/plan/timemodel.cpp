@@ -17,6 +17,7 @@ TimePlan plan_time(const TimeModelInput& in, const HardwareSpec& hw) {
   run.threads_per_rank = in.threads_per_rank;
   run.hw = &hw;
   run.trace_path = in.trace_path;
+  run.memory_planned = in.memory_planned;
   const auto t0 = std::chrono::steady_clock::now();
   const sim::SimResult r = sim::simulate_step(run);
   const double plan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

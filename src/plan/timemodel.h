@@ -30,6 +30,7 @@ struct TimeModelInput {
   int ranks_per_node = 0;      // 0: min(world, the hardware's devices_per_node)
   int threads_per_rank = 0;    // CPU: 0 = max(1, cores / ranks_per_node) (how scripts launch ranks)
   std::string trace_path;      // --trace FILE: the simulated step as a Perfetto trace, in simulated time
+  bool memory_planned = false; // as SimRun's: the caller holds this run's memory plan, sizes below 2^63 bytes
 };
 
 // Seconds of one phase of the step on the compute timeline.

@@ -126,7 +126,7 @@ uint64_t SimBackend::stream_copy(bool to_host, size_t bytes) {
   const double d = rates_ ? rates_->seconds(op_cost::host_device_copy(what, (double)bytes)) : 0;
   double s = 0;
   const uint64_t t = tl_.copy(d, to_host, &s);
-  if (d > 0)
+  if (d > 0 && trace::on())  // (the name only while recording: a plan search runs this millions of times)
     trace::span(to_host ? trace::kCopyStreamD2H : trace::kCopyStream, str(what, " ", bytes, " B"), "copy", s * 1e6,
                 tl_.copy_end(t) * 1e6);
   return t;

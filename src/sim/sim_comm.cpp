@@ -138,7 +138,7 @@ class SimCommunicator : public Communicator {
     p->bytes = bytes;
     p->dur = size_ > 1 && n_->net ? n_->net->seconds(kind, bytes, size_, priced_per_node_, dt, network_share_) : 0;
     const std::string label = take_label();  // the engine's unit: "all-gather blocks3 1024 B over 4"
-    p->name = str(what, label.empty() ? "" : " " + label, " ", bytes, " B over ", size_);
+    if (trace::on()) p->name = str(what, label.empty() ? "" : " " + label, " ", bytes, " B over ", size_);
     n_->comm_seconds += p->dur;
     if (kind == CollKind::all_gather) n_->gathers_in_flight++;
     Timeline& tl = *n_->tl;

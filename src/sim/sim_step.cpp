@@ -81,7 +81,8 @@ void read_ledger(const MemoryLedger& l, SimResult& out) {
 }  // namespace
 
 SimResult simulate_step(const SimRun& r) {
-  memory_from_geometry(r.run);  // validates the run, and refuses sizes past 2^63 bytes before any is allocated
+  // validates the run, and refuses sizes past 2^63 bytes before any is allocated
+  if (!r.memory_planned) memory_from_geometry(r.run);
   GPT_CHECK(r.grad_accum >= 1, "gradient accumulation must be >= 1, got ", r.grad_accum);
   GPT_CHECK(!r.run.sampling, "sim: the simulated machine runs a training step, not sampling");
   SimResult out;

@@ -24,6 +24,9 @@ struct SimRun {
   int threads_per_rank = 0;     // CPU: 0 = max(1, cores / ranks_per_node)
   const HardwareSpec* hw = nullptr;  // null: memory only (every op and collective costs 0)
   std::string trace_path;       // a Perfetto trace of the simulated step, in simulated time ("" for none)
+  // The caller computed this run's memory plan and every size in it is below 2^63 bytes (gpt plan's search
+  // does for each candidate it prices): the step does not repeat memory_from_geometry's validation.
+  bool memory_planned = false;
 };
 
 struct SimUnit {

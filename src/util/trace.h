@@ -102,6 +102,11 @@ class Scope {
   Scope(int track, const std::string& name, const char* category) : track_(track), live_(on()) {
     if (live_) begin(track, name, category);
   }
+  // Named "<prefix><index>" ("forward block3"), the name built only while recording (the simulated step runs
+  // these per layer thousands of times in a plan search).
+  Scope(int track, const char* prefix, int index, const char* category) : track_(track), live_(on()) {
+    if (live_) begin(track, prefix + std::to_string(index), category);
+  }
   ~Scope() {
     if (live_) end(track_);
   }
