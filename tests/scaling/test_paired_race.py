@@ -68,9 +68,9 @@ class PlanCheckVerdict(unittest.TestCase):
     """plan_check.py's race and verdict with gpt bench replaced by fixed speeds per candidate."""
 
     def scenario(self, speeds):
-        cands = [{"source": f"plan #{i + 1}", "rank": i + 1, "flags": f"-B {i}", "tokens_per_s": 1.0,
+        cands = [{"source": f"plan #{i + 1}", "rank": i + 1, "flags": f"-B {i}", "tp": 1, "tokens_per_s": 1.0,
                   "device_need_bytes": 0} for i in range(5)]
-        cands.append({"source": "feasible sample", "rank": 0, "flags": "-B 9", "tokens_per_s": 1.0,
+        cands.append({"source": "feasible sample", "rank": 0, "flags": "-B 9 --tp 2", "tp": 2, "tokens_per_s": 1.0,
                       "device_need_bytes": 0})
         for x, v in zip(cands, speeds):
             x["measured"], x["measured_median"], x["steps"] = [v], v, 1
@@ -106,6 +106,12 @@ class PlanCheckVerdict(unittest.TestCase):
         check = self.run_race(p, lambda x, r: 100.0 + (1 if (r % 2) == (x["rank"] == 5) else 0))
         self.assertTrue(check["best_in_top_3"].startswith("tie"))
         self.assertEqual(check["pass"], "yes")
+
+    def test_the_verdict_names_the_first_and_the_best_tensor_parallel_size(self):
+        p = self.scenario([100, 99, 101, 98, 97, 110])  # the sample (--tp 2) measured best
+        check = self.run_race(p, lambda x, r: 110.0 if x["rank"] == 0 else 100.0)
+        self.assertEqual((check["first_tp"], check["best_tp"]), (1, 2))
+        self.assertEqual(check["pass"], "NO")
 
 
 if __name__ == "__main__":
