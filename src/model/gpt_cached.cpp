@@ -31,7 +31,7 @@ void GPT::block_forward_cached(const BlockParams& p, int l, int n, KvCache& kv) 
 void GPT::block_forward_cached_tp(const BlockParams& p, int l, int n, KvCache& kv) {
   const GPTConfig& c = config();
   const int C = c.channels, Cl = C / tp_->size(), NHl = c.num_heads / tp_->size();
-  const std::string name = str("block", l);
+  const std::string name = "block" + std::to_string(l);
   be_.layernorm_forward(kv.ln, kv.mean, kv.rstd, kv.x, p.ln1w, p.ln1b, n, C);
   be_.matmul_forward(kv.qkv, kv.ln, p.qkvw, p.qkvb, n, C, 3 * Cl);
   be_.attention_cached_forward(kv.atty, kv.k[l], kv.v[l], kv.qkv, 1, n, kv.length(), kv.capacity(), Cl, NHl);

@@ -38,7 +38,7 @@ void GPT::block_forward_tp(int l, const BlockParams& p, const void* x, void* out
   auto run = [&](bool kept) { return !only_scratch || !kept; };
   const bool sp = tp_->sequence_parallel();
   void* ln_mine = sp ? acts_->ln_local : nullptr;  // (n, C): a layernorm's own rows before their gather
-  const std::string name = str("block", l);
+  const std::string name = "block" + std::to_string(l);  // (no stream: this runs per layer and step)
 
   using F = BlockField;
   if (run(k[F::ln1] && k[F::ln1_stats])) {
@@ -90,7 +90,7 @@ void GPT::block_backward_tp(int l, const BlockParams& p, const BlockGrads& g, co
   void* dln = acts_->dnarrow_a;    // (N, C): a column-parallel product's input gradient, partial
   void* datty = acts_->dnarrow_b;  // (N, Cl)
   void* dqkv = acts_->dwide_a;     // (N, 3Cl)
-  const std::string name = str("block", l);
+  const std::string name = "block" + std::to_string(l);  // (no stream: this runs per layer and step)
 
   // MLP branch: out = res2 + sum(fcproj(gelu(fc(ln2(res2))))) + fcprojb
   be_.bias_backward(g.fcprojb, dres, n, C);

@@ -65,16 +65,29 @@ constexpr BlockTensor kBlock[] = {
     {"fcprojb", 0, 1, false, TpSplit::none, 1, &BlockOffsets::fcprojb},
 };
 
+constexpr int kBlockTensors = (int)(sizeof kBlock / sizeof kBlock[0]);
+
+// The place of tensor `name` in a block (kBlock), -1 when no block tensor has that name.
+int block_tensor(const std::string& name) {
+  for (int k = 0; k < kBlockTensors; k++)
+    if (name == kBlock[k].name) return k;
+  return -1;
+}
+
 // Appends block l's tensors to u with this rank's shapes (a rank of T), in the file's order; with `which`, only
-// the tensors the group splits (TpSplit other than none) or only the whole ones. Writes their offsets into o.
+// the tensors the group splits (TpSplit other than none) or only the whole ones. Writes their offsets into o,
+// and with `at` (block l's kBlockTensors entries of Layout's index) each one's (unit, tensor) there.
 enum class Which { all, split, whole };
-void add_block(UnitSpec& u, int l, int64_t C, int T, Which which, BlockOffsets& o) {
-  for (const BlockTensor& b : kBlock) {
+void add_block(UnitSpec& u, int l, int64_t C, int T, Which which, BlockOffsets& o, int unit = -1,
+               std::pair<int, int>* at = nullptr) {
+  for (int k = 0; k < kBlockTensors; k++) {
+    const BlockTensor& b = kBlock[k];
     const bool split = b.split != TpSplit::none;
     if ((which == Which::split && !split) || (which == Which::whole && split)) continue;
     int64_t rows = b.rows ? b.rows * C : 1, cols = b.cols * C;
     if (b.split == TpSplit::rows) (b.rows ? rows : cols) /= T;  // a split vector splits its elements
     if (b.split == TpSplit::cols) cols /= T;
+    if (at) at[k] = {unit, (int)u.tensors.size()};
     o.*b.offset = add(u, b.name, rows, cols, b.decay, l, b.split, b.parts);
   }
 }
@@ -106,29 +119,33 @@ Layout::Layout(const GPTConfig& cfg, const WrapPolicy& wrap, TpShape tp, bool le
   if (!legacy_head) add_lnf(embed, C);
   const int64_t wte_numel = (Vp / T) * C;
   replicated_.push_back(T > 1 ? Span{wte_numel, embed.numel - wte_numel} : Span{});
-  units_.push_back(embed);
+  units_.push_back(std::move(embed));
 
   UnitSpec one;  // one block's tensors on this rank, for their count
   BlockOffsets scratch{};
   add_block(one, 0, C, T, Which::all, scratch);
   block_numel_ = one.numel;
+  block_index_.assign((size_t)L * kBlockTensors, {-1, -1});
   int l = 0;
   for (int n : wrap.groups(L, block_numel_)) {
+    const int unit = (int)units_.size();
     UnitSpec b;
     b.first_layer = l;
     b.last_layer = l + n - 1;
-    b.name = n == 1 ? str("block", l) : str("blocks", l, "-", l + n - 1);
+    b.name = n == 1 ? "block" + std::to_string(l) : "blocks" + std::to_string(l) + "-" + std::to_string(l + n - 1);
+    b.tensors.reserve((size_t)n * kBlockTensors);
     for (; l <= b.last_layer; l++) {  // T = 1: each block whole, in turn; T > 1: the split tensors first
       layer_unit_.push_back((int)units_.size());
       layer_offset_.push_back(b.numel);
       block_at_.emplace_back();
-      add_block(b, l, C, T, T == 1 ? Which::all : Which::split, block_at_.back());
+      add_block(b, l, C, T, T == 1 ? Which::all : Which::split, block_at_.back(), unit, &block_index_[(size_t)l * kBlockTensors]);
     }
     const int64_t split_end = b.numel;
     if (T > 1)  // then every block's whole tensors: the unit's replicated span
-      for (int k = b.first_layer; k <= b.last_layer; k++) add_block(b, k, C, T, Which::whole, block_at_[k]);
+      for (int k = b.first_layer; k <= b.last_layer; k++)
+        add_block(b, k, C, T, Which::whole, block_at_[k], unit, &block_index_[(size_t)k * kBlockTensors]);
     replicated_.push_back(T > 1 ? Span{split_end, b.numel - split_end} : Span{});
-    units_.push_back(b);
+    units_.push_back(std::move(b));
   }
   if (legacy_head) {
     UnitSpec head;
@@ -140,7 +157,7 @@ Layout::Layout(const GPTConfig& cfg, const WrapPolicy& wrap, TpShape tp, bool le
   for (int u = 0; u < num_units(); u++) {
     order_[(int)Pass::forward].push_back(u);
     for (int t = 0; t < (int)units_[u].tensors.size(); t++)
-      index_[{units_[u].tensors[t].layer, units_[u].tensors[t].name}] = {u, t};
+      if (units_[u].tensors[t].layer < 0) other_index_.push_back({u, t});
   }
   order_[(int)Pass::backward].push_back(root_unit());
   for (int u = num_units() - 1; u > root_unit(); u--) order_[(int)Pass::backward].push_back(u);
@@ -163,9 +180,16 @@ int64_t Layout::total_numel() const {
 }
 
 TensorPlace Layout::locate(const std::string& name, int layer) const {
-  auto it = index_.find({layer, name});
-  GPT_CHECK(it != index_.end(), "layout: no tensor ", name, layer >= 0 ? str(" in block ", layer) : std::string());
-  return {it->second.first, &units_[it->second.first].tensors[it->second.second]};
+  std::pair<int, int> at{-1, -1};
+  if (layer >= 0 && layer < cfg_.num_layers) {
+    const int k = block_tensor(name);
+    if (k >= 0) at = block_index_[(size_t)layer * kBlockTensors + k];
+  } else if (layer == -1) {
+    for (const auto& [u, t] : other_index_)
+      if (units_[u].tensors[t].name == name) at = {u, t};
+  }
+  GPT_CHECK(at.first >= 0, "layout: no tensor ", name, layer >= 0 ? str(" in block ", layer) : std::string());
+  return {at.first, &units_[at.first].tensors[at.second]};
 }
 
 std::vector<UnitSpan> Layout::map_range(int u, int64_t lo, int64_t hi, const Layout& src) const {

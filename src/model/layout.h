@@ -12,7 +12,6 @@
 // Model files (llm.c format) and checkpoints of another wrap are converted tensor by tensor (locate).
 #pragma once
 #include <cstdint>
-#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -134,7 +133,9 @@ class Layout {
   std::vector<Span> replicated_;         // [unit]
   std::vector<int> order_[2];            // [pass]: unit indices
   std::vector<int> position_[2];         // [pass][unit]: its index in order_[pass]
-  std::map<std::pair<int, std::string>, std::pair<int, int>> index_;  // (layer, name) -> (unit, tensor)
+  // locate's index, (unit, tensor) pairs: a block's tensors by (layer, their place in a block), the others by name
+  std::vector<std::pair<int, int>> block_index_;  // [layer * tensors per block + k]
+  std::vector<std::pair<int, int>> other_index_;  // wte, wpe, lnfw, lnfb (layer -1)
 };
 
 // Throws the one-line error for a tensor-parallel group the model cannot be split over (--tp must divide the

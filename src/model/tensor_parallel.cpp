@@ -12,8 +12,9 @@ namespace {
 // where the engine's slot tracks are (not on GPU ranks, whose comm stream's track shows it as it ran).
 class TpSpan {
  public:
-  explicit TpSpan(const std::string& name) : live_(trace::on() && trace::slot_tracks_on()) {
-    if (live_) trace::begin(trace::kTpComm, name, "comm");
+  // kind + label names the span, built only while recording (a plan search runs this millions of times)
+  TpSpan(const char* kind, const std::string& label) : live_(trace::on() && trace::slot_tracks_on()) {
+    if (live_) trace::begin(trace::kTpComm, kind + label, "comm");
   }
   ~TpSpan() {
     if (live_) trace::end(trace::kTpComm);
@@ -41,14 +42,14 @@ TensorParallel::TensorParallel(Communicator& group, bool sequence_parallel, DTyp
 
 const void* TensorParallel::gather_rows(const void* mine, void* full, int N, int C, const std::string& label) {
   if (!sp_) return mine;
-  TpSpan span("all-gather " + label);
+  TpSpan span("all-gather ", label);
   group_.set_label(label);
   group_.all_gather_async(full, mine, (size_t)local_rows(N) * C, dt_)->wait();
   return full;
 }
 
 void* TensorParallel::sum_rows(void* partial, void* mine, int N, int C, const std::string& label) {
-  TpSpan span((sp_ ? "reduce-scatter " : "all-reduce ") + label);
+  TpSpan span(sp_ ? "reduce-scatter " : "all-reduce ", label);
   group_.set_label(label);
   if (!sp_) {
     group_.all_reduce_async(partial, (size_t)N * C, dt_, ReduceOp::sum)->wait();
@@ -59,31 +60,31 @@ void* TensorParallel::sum_rows(void* partial, void* mine, int N, int C, const st
 }
 
 void TensorParallel::sum_all(void* x, size_t count, const std::string& label) {
-  TpSpan span("all-reduce " + label);
+  TpSpan span("all-reduce ", label);
   group_.set_label(label);
   group_.all_reduce_async(x, count, dt_, ReduceOp::sum)->wait();
 }
 
 void TensorParallel::gather(void* out, const void* in, size_t count, const std::string& label) {
-  TpSpan span("all-gather " + label);
+  TpSpan span("all-gather ", label);
   group_.set_label(label);
   group_.all_gather_async(out, in, count, dt_)->wait();
 }
 
 void TensorParallel::sum_grads(float* grads, size_t n, const std::string& label) {
-  TpSpan span("all-reduce " + label);
+  TpSpan span("all-reduce ", label);
   group_.set_label(label);
   group_.all_reduce_async(grads, n, DType::F32, ReduceOp::sum)->wait();
 }
 
 void TensorParallel::max_f32(float* x, size_t n, const std::string& label) {
-  TpSpan span("all-reduce max " + label);
+  TpSpan span("all-reduce max ", label);
   group_.set_label(label);
   group_.all_reduce_async(x, n, DType::F32, ReduceOp::max)->wait();
 }
 
 void TensorParallel::sum_f32(float* x, size_t n, const std::string& label) {
-  TpSpan span("all-reduce " + label);
+  TpSpan span("all-reduce ", label);
   group_.set_label(label);
   group_.all_reduce_async(x, n, DType::F32, ReduceOp::sum)->wait();
 }

@@ -3,13 +3,15 @@
 
 #include <algorithm>
 
+#include "src/core/check.h"
+
 namespace gpt {
 
 namespace {
 
 constexpr int kAttnBlock = 64;  // kernels/cpu/attention.cpp's row block (query rows per task)
 
-OpCost gemm(const std::string& name, double M, double N, double K) {
+OpCost gemm(const char* name, double M, double N, double K) {
   OpCost o;
   o.name = name;
   o.cls = OpClass::gemm;
@@ -19,7 +21,7 @@ OpCost gemm(const std::string& name, double M, double N, double K) {
   return o;
 }
 
-OpCost mem(const std::string& name, OpClass cls, double bytes, int launches = 1) {
+OpCost mem(const char* name, OpClass cls, double bytes, int launches = 1) {
   OpCost o;
   o.name = name;
   o.cls = cls;
@@ -278,6 +280,11 @@ OpCosts convert(const OpTarget& t, const char* name, double n, double bytes_per_
 OpCosts host_device_copy(const char* name, double bytes) { return {mem(name, OpClass::pcie, bytes)}; }
 
 }  // namespace op_cost
+
+void OpCosts::push_back(const OpCost& o) {
+  GPT_CHECK(n_ < kMaxOps, "op costs: more than ", kMaxOps, " records for one call (", o.name, ")");
+  ops_[n_++] = o;
+}
 
 double products_flops(const OpCosts& ops) {
   double f = 0;

@@ -28,9 +28,9 @@
 // cpu (the exponentials written, then scaled), rated as classifier_backward by its N*valid elements, and
 // without dlogits only its per-row statistics.
 #pragma once
+#include <array>
 #include <cstdint>
-#include <string>
-#include <vector>
+#include <initializer_list>
 
 namespace gpt {
 
@@ -45,18 +45,40 @@ enum class OpClass {
 };
 
 struct OpCost {
-  std::string name;
+  const char* name = "";  // a string literal (an op is priced millions of times in a plan search: no allocation)
   OpClass cls = OpClass::stream;
   double mnk = 0;    // gemm, gemm_tasks: M*N*K of one product (the size the rate is read at)
   double m = 0, n = 0, k = 0;  // gemm, gemm_backward: the product's sides, for the profile's gemm_edge
                                // (src/plan/gemm_shape.h); 0 where the op is not one plain product
   double flops = 0;  // gemm, gemm_tasks: all products of the op
   double bytes = 0;  // the memory classes: bytes read + written (copy, pcie: bytes copied)
-  std::string kernel;   // stream ops of a kernel family a profile may rate by elements (hardware.h "kernels")
+  const char* kernel = nullptr;  // stream ops of a kernel family a profile may rate by elements (hardware.h
+                                 // "kernels"); a string literal, null for none
   double elements = 0;  // its elements (layernorm N*C, gelu N*4C, classifier N*V, adamw parameters)
   int launches = 1;  // kernels (or parallel regions) the op starts: each pays the hardware's op overhead
 };
-using OpCosts = std::vector<OpCost>;
+
+// The costs of one Backend call: at most kMaxOps records, held in place (no allocation).
+class OpCosts {
+ public:
+  static constexpr int kMaxOps = 4;
+  OpCosts() = default;
+  OpCosts(std::initializer_list<OpCost> ops) {
+    for (const OpCost& o : ops) push_back(o);
+  }
+  void push_back(const OpCost& o);
+  int size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  OpCost& operator[](int i) { return ops_[i]; }
+  const OpCost& operator[](int i) const { return ops_[i]; }
+  OpCost& back() { return ops_[n_ - 1]; }
+  const OpCost* begin() const { return ops_.data(); }
+  const OpCost* end() const { return ops_.data() + n_; }
+
+ private:
+  std::array<OpCost, kMaxOps> ops_;
+  int n_ = 0;
+};
 
 // Whose kernels run the op.
 struct OpTarget {

@@ -11,7 +11,7 @@ namespace gpt {
 
 double RankRates::seconds(const OpCost& o) const {
   double s = o.launches * op_overhead;
-  if (!o.kernel.empty() && o.elements > 0 && (o.cls == OpClass::stream || (cpu && o.cls == OpClass::host_stream))) {
+  if (o.kernel && o.elements > 0 && (o.cls == OpClass::stream || (cpu && o.cls == OpClass::host_stream))) {
     const auto k = kernels.find(o.kernel);
     if (k != kernels.end()) return s + o.elements / k->second.at(o.elements);
   }

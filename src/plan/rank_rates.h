@@ -13,7 +13,7 @@ namespace gpt {
 
 struct RankRates {
   RateCurve gemm, gemm_backward, gemm_tasks, stream, copy;
-  std::map<std::string, RateCurve> kernels;
+  std::map<std::string, RateCurve, std::less<>> kernels;  // (looked up by a literal: no allocation)
   double gemm_edge = 0, gemm_backward_edge = 0;  // the profile's (src/plan/gemm_shape.h): products are priced
                                                  // by their sides too
   double host_bandwidth = 0, pcie_bandwidth = 0, op_overhead = 0, peak = 0;

@@ -85,7 +85,7 @@ void SimBackend::run(const OpCosts& ops, Phase p) {
   const double d = rates_ ? rates_->seconds(ops) : 0;
   const double end = host_of_ ? tl_.host(d, p) : tl_.compute(d, p);
   // The engine's and the optimizer's own work on the device, which no unit's compute span covers.
-  if (!host_of_ && d > 0 && (p == Phase::engine || p == Phase::optimizer))
+  if (!host_of_ && d > 0 && (p == Phase::engine || p == Phase::optimizer) && trace::on())
     trace::span(trace::kEngineStream, ops[0].name, "engine", (end - d) * 1e6, end * 1e6);
   const double f = gpt::products_flops(ops);
   flops_ += f;
