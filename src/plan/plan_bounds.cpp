@@ -2,6 +2,10 @@
 #include "src/plan/plan_bounds.h"
 
 #include <algorithm>
+#include <exception>
+#include <thread>
+
+#include <omp.h>
 
 #include "src/core/check.h"
 #include "src/plan/collectives.h"
@@ -40,8 +44,7 @@ bool PlanBounds::counts_tp(int tp) const {
 // Where the group's collectives are counted, the same step on one data-parallel rank prices them too; with
 // sequence parallelism the coarsest wrap searched all-reduces the replicated gradients in the fewest calls
 // (each unit's span, a multiple of C elements, so of T: the same bytes in all, and latency per call).
-StepBound PlanBounds::of_key(const MeshSpace& m, PlanChoice c) {
-  st_.bound_sims++;
+StepBound PlanBounds::of_key(const MeshSpace& m, PlanChoice c) const {
   StepBound b;
   b.scalars = scalars(m.tp);
   try {
@@ -74,59 +77,174 @@ double PlanBounds::scalars(int tp) const {
 }
 
 // The floors' steps: B = 1, no recompute, no sequence parallelism, nothing offloaded, one gather slot: what the
-// engine's collectives do not depend on. Seconds of the engine's collectives in a step of `accum` micro-steps
-// (the group's, measured apart, taken out).
-double PlanBounds::floor_step(const PlanChoice& of, const WrapPolicy& wrap, int accum) {
+// engine's collectives do not depend on. Seconds of all collectives in a step of `accum` micro-steps (the
+// group's, measured apart, are taken out by the caller).
+double PlanBounds::floor_comm(const PlanChoice& of, const WrapPolicy& wrap, int accum) const {
   PlanChoice c;
   c.tp = TpOptions{of.tp.size, false};
   c.strategy = of.strategy, c.shard_group = of.shard_group, c.reduce = of.reduce, c.no_sync = of.no_sync;
   c.wrap = wrap;
   c.gather_slots = 1, c.B = 1;
-  const int T = c.tp.size;
-  auto tp = tp_micro_.find(T);
-  if (tp == tp_micro_.end()) {
-    st_.bound_sims += T > 1;
-    tp = tp_micro_.emplace(T, T > 1 ? one_rank_micro_step(rq_, c, c.wrap).comm_s : 0.0).first;
-  }
   TimeModelInput t;
   t.ranks_per_node = rq_.ranks_per_node;
   t.threads_per_rank = rq_.threads_per_rank;
   t.run = c.apply(rq_.base);
   t.grad_accum = accum;
-  st_.bound_sims++;
-  return std::max(0.0, plan_time(t, *rq_.hw).comm_s - accum * tp->second);
+  return plan_time(t, *rq_.hw).comm_s;
 }
 
 // Every micro-step but the last issues the same collectives (train_step runs one micro-step `accum` times, and
 // the engine's calls in one depend only on whether it is the last), so steps of one and two micro-steps give
 // the last's seconds and each earlier one's.
-double PlanBounds::engine_floor(const PlanChoice& c, const WrapPolicy& wrap) {
-  if (c.tp.size > 1 && !counts_tp(c.tp.size)) return -1;  // the group's seconds cannot be told apart
-  const auto key = std::make_tuple(c.tp.size, (int)c.strategy, c.shard_group, (int)c.reduce, c.no_sync, wrap.str());
-  Floor& f = floors_[key];
-  try {
-    if (f.last < 0) f.last = floor_step(c, wrap, 1);
-    if (c.accum > 1 && f.each_earlier < 0) f.each_earlier = std::max(0.0, floor_step(c, wrap, 2) - f.last);
-  } catch (const Error&) {
-    return -1;  // the engine refuses it: its candidates are priced (and refused) one by one
+std::optional<double> PlanBounds::floor_if_known(const PlanChoice& c, const WrapPolicy& wrap, Missing* missing) {
+  if (c.tp.size > 1 && !counts_tp(c.tp.size)) return -1.0;  // the group's seconds cannot be told apart
+  const FloorKey key{c.tp.size, (int)c.strategy, c.shard_group, (int)c.reduce, c.no_sync, wrap.str()};
+  const bool two = c.accum > 1;
+  const auto it = floors_.find(key);
+  if (it != floors_.end()) {
+    const Floor& f = it->second;
+    if (f.refused_last || (two && f.refused_earlier)) return -1.0;  // its candidates are priced one by one
+    if (f.last >= 0 && (!two || f.each_earlier >= 0)) return f.last + (c.accum - 1) * std::max(0.0, f.each_earlier);
   }
-  return f.last + (c.accum - 1) * std::max(0.0, f.each_earlier);
+  if (missing) {
+    const auto [at, added] = missing->at.emplace(key, missing->needs.size());
+    if (added)
+      missing->needs.push_back({c, wrap, two ? 2 : 1});
+    else if (two)
+      missing->needs[at->second].accum = 2;
+  }
+  return std::nullopt;
+}
+
+// Each T's group seconds first (from the first need of that T, as one at a time would), then every floor step,
+// each on threads; a step the engine refuses marks its floor refused.
+void PlanBounds::measure(Missing& missing) {
+  std::vector<const Missing::Need*> first_of_tp;
+  for (const Missing::Need& n : missing.needs) {
+    const int T = n.choice.tp.size;
+    bool seen = T == 1 || tp_micro_.count(T);
+    for (const Missing::Need* f : first_of_tp) seen = seen || f->choice.tp.size == T;
+    if (!seen) first_of_tp.push_back(&n);
+  }
+  std::vector<double> tp_s(first_of_tp.size(), -1);
+  on_threads(first_of_tp.size(), [&](size_t i) {
+    PlanChoice c;
+    c.tp = TpOptions{first_of_tp[i]->choice.tp.size, false};
+    c.gather_slots = 1, c.B = 1;
+    try {
+      tp_s[i] = one_rank_micro_step(rq_, c, first_of_tp[i]->wrap).comm_s;
+    } catch (const Error&) {
+    }
+  });
+  st_.bound_sims += (int64_t)first_of_tp.size();
+  for (size_t i = 0; i < first_of_tp.size(); i++)
+    if (tp_s[i] >= 0) tp_micro_[first_of_tp[i]->choice.tp.size] = tp_s[i];
+
+  struct Job {
+    const Missing::Need* need;
+    int accum;
+    double comm = -1;  // -1: refused
+  };
+  std::vector<Job> jobs;
+  for (const Missing::Need& n : missing.needs) {
+    Floor& f = floors_[FloorKey{n.choice.tp.size, (int)n.choice.strategy, n.choice.shard_group, (int)n.choice.reduce,
+                                n.choice.no_sync, n.wrap.str()}];
+    if (n.choice.tp.size > 1 && !tp_micro_.count(n.choice.tp.size)) {
+      f.refused_last = true;  // the group's step was refused
+      continue;
+    }
+    if (f.last < 0 && !f.refused_last) jobs.push_back({&n, 1});
+    if (n.accum == 2 && f.each_earlier < 0 && !f.refused_earlier) jobs.push_back({&n, 2});
+  }
+  on_threads(jobs.size(), [&](size_t j) {
+    try {
+      jobs[j].comm = floor_comm(jobs[j].need->choice, jobs[j].need->wrap, jobs[j].accum);
+    } catch (const Error&) {
+    }
+  });
+  st_.bound_sims += (int64_t)jobs.size();
+  for (int accum : {1, 2})  // each earlier one's is the difference from the last's
+    for (const Job& j : jobs) {
+      if (j.accum != accum) continue;
+      const Missing::Need& n = *j.need;
+      Floor& f = floors_[FloorKey{n.choice.tp.size, (int)n.choice.strategy, n.choice.shard_group,
+                                  (int)n.choice.reduce, n.choice.no_sync, n.wrap.str()}];
+      const double tp = n.choice.tp.size > 1 ? tp_micro_.at(n.choice.tp.size) : 0.0;
+      const double floor = std::max(0.0, j.comm - accum * tp);
+      if (accum == 1)
+        j.comm < 0 ? (void)(f.refused_last = true) : (void)(f.last = floor);
+      else if (j.comm < 0 || f.refused_last)
+        f.refused_earlier = true;
+      else
+        f.each_earlier = std::max(0.0, floor - f.last);
+    }
+  missing = Missing{};
+}
+
+double PlanBounds::engine_floor(const PlanChoice& c, const WrapPolicy& wrap) {
+  Missing m;
+  std::optional<double> f = floor_if_known(c, wrap, &m);
+  if (!f) {
+    measure(m);
+    f = floor_if_known(c, wrap, nullptr);
+  }
+  return *f;
 }
 
 // Rule 5: one channel carries every collective, and the group's idle the compute stream while they run, so
 // step >= group + max(compute, engine) + the scalar reductions after them. (1 - 1e-12): the seconds are sums in
 // another order than the step's.
-double PlanBounds::channel_at(const PlanCandidate& c, const WrapPolicy& wrap) {
-  const double engine = engine_floor(c.choice, wrap);
-  if (engine < 0) return 0;
-  return (1 - 1e-12) * (c.bound.tp + std::max(c.bound.compute, engine) + c.bound.scalars);
+std::optional<double> PlanBounds::channel_if_known(const PlanCandidate& c, const WrapPolicy& wrap, Missing* missing) {
+  const std::optional<double> engine = floor_if_known(c.choice, wrap, missing);
+  if (!engine) return std::nullopt;
+  if (*engine < 0) return 0.0;
+  return (1 - 1e-12) * (c.bound.tp + std::max(c.bound.compute, *engine) + c.bound.scalars);
 }
 
-double PlanBounds::channel(const PlanCandidate& c) { return channel_at(c, c.choice.wrap); }
+double PlanBounds::channel(const PlanCandidate& c) {
+  engine_floor(c.choice, c.choice.wrap);  // measured when it is not yet
+  return *channel_if_known(c, c.choice.wrap, nullptr);
+}
 
 // The coarsest wrap's floor, shared by every wrap, first; the candidate's own (a step each) only when needed.
+bool PlanBounds::channel_known(const PlanCandidate& c, double step, bool* reaches, Missing& missing) {
+  const std::optional<double> coarse = channel_if_known(c, s_.coarsest_wrap, &missing);
+  if (!coarse) return false;
+  if (*coarse >= step) return *reaches = true;
+  const std::optional<double> own = channel_if_known(c, c.choice.wrap, &missing);
+  if (!own) return false;
+  *reaches = *own >= step;
+  return true;
+}
+
 bool PlanBounds::channel_reaches(const PlanCandidate& c, double step) {
-  return channel_at(c, s_.coarsest_wrap) >= step || channel_at(c, c.choice.wrap) >= step;
+  bool reaches = false;
+  for (;;) {
+    Missing m;
+    if (channel_known(c, step, &reaches, m)) return reaches;
+    measure(m);
+  }
+}
+
+void on_threads(size_t n, const std::function<void(size_t)>& work) {
+  std::vector<std::exception_ptr> failed(n);
+  auto one = [&](size_t i) {
+    try {
+      work(i);
+    } catch (...) {
+      failed[i] = std::current_exception();
+    }
+  };
+  const size_t threads = std::max<size_t>(1, std::min(n, (size_t)std::max(1, omp_get_max_threads())));
+  std::vector<std::thread> pool;
+  for (size_t w = 1; w < threads; w++)
+    pool.emplace_back([&, w] {
+      for (size_t i = w; i < n; i += threads) one(i);
+    });
+  for (size_t i = 0; i < n; i += threads) one(i);
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& f : failed)
+    if (f) std::rethrow_exception(f);
 }
 
 }  // namespace gpt

@@ -179,19 +179,46 @@ void add_rest(const PlanRequest& rq, const PlanSpace& s, const Rest& where, Plan
   }
 }
 
-// Every (strategy, wrap, reduce dtype, no-sync) of one (T, SP, B).
-void enumerate_micro_batch(const PlanRequest& rq, const PlanSpace& s, PlanBounds& bounds, const MeshSpace& m,
-                           PlanChoice rest, EngineMemories& engines, Enumerated& e, PlanStats& st) {
-  const int L = rq.base.cfg.num_layers;
+// One (T, SP, B) of a mesh: the rest of the choice its candidates share, rule 4's bound per recompute and the
+// step's memories, each made apart from the others (on threads: enumerate).
+struct MicroBatch {
+  const MeshSpace* mesh = nullptr;
+  PlanChoice rest;                 // tp, B, accum; the mesh's first strategy, one gather slot
+  std::vector<StepBound> bounds;   // [recompute]
+  StepMemory step;
+  std::string refusal;             // the engine's first refusal among the step's memories
+};
+
+MicroBatch micro_batch(const PlanRequest& rq, const MeshSpace& m, int B, bool sp) {
+  MicroBatch mb;
+  mb.mesh = &m;
+  PlanChoice& rest = mb.rest;
+  rest.tp = TpOptions{m.tp, sp};
+  rest.B = B;
+  rest.accum = m.seqs_per_rank / B;
   rest.strategy = m.strategies.empty() ? ShardStrategy::full : m.strategies[0].first;
   rest.shard_group = m.strategies.empty() ? 0 : m.strategies[0].second;
   rest.gather_slots = 1;
-  std::vector<StepBound> key_bounds;
+  return mb;
+}
+
+void measure_micro_batch(const PlanRequest& rq, const PlanSpace& s, const PlanBounds& bounds, MicroBatch& mb) {
+  PlanChoice rest = mb.rest;
   for (const RecomputePolicy& r : s.recomputes) {
     rest.recompute = r;
-    key_bounds.push_back(bounds.of_key(m, rest));
+    mb.bounds.push_back(bounds.of_key(*mb.mesh, rest));
   }
-  const StepMemory step = step_memories(rq, s, rest, e);
+  Enumerated refused;
+  mb.step = step_memories(rq, s, rest, refused);
+  mb.refusal = refused.refusal;
+}
+
+// Every (strategy, wrap, reduce dtype, no-sync) of one (T, SP, B).
+void enumerate_micro_batch(const PlanRequest& rq, const PlanSpace& s, const MicroBatch& mb, EngineMemories& engines,
+                           Enumerated& e, PlanStats& st) {
+  const int L = rq.base.cfg.num_layers;
+  const MeshSpace& m = *mb.mesh;
+  if (e.refusal.empty()) e.refusal = mb.refusal;
   for (size_t si = 0; si < m.strategies.size(); si++)
     for (size_t wi = 0; wi < m.wraps.size(); wi++) {
       const WrapPolicy& w = m.wraps[wi];
@@ -201,29 +228,33 @@ void enumerate_micro_batch(const PlanRequest& rq, const PlanSpace& s, PlanBounds
         if (k <= std::max(1, units) || rq.pins.gather_slots) slots.push_back(k);
       for (DType red : m.reduces)
         for (bool ns : m.no_syncs) {
-          if (ns && rest.accum == 1 && !rq.pins.no_sync) continue;  // no-sync needs accumulation
-          PlanChoice c = rest;
+          if (ns && mb.rest.accum == 1 && !rq.pins.no_sync) continue;  // no-sync needs accumulation
+          PlanChoice c = mb.rest;
           c.strategy = m.strategies[si].first, c.shard_group = m.strategies[si].second;
           c.wrap = w, c.reduce = red, c.no_sync = ns;
-          add_rest(rq, s, Rest{&m, si, wi, &key_bounds, &step}, c, slots, engines, e, st);
+          add_rest(rq, s, Rest{&m, si, wi, &mb.bounds, &mb.step}, c, slots, engines, e, st);
         }
     }
 }
 
-Enumerated enumerate(const PlanRequest& rq, const PlanSpace& s, PlanBounds& bounds, PlanStats& st) {
-  Enumerated e;
-  for (const MeshSpace& m : s.meshes) {
-    EngineMemories engines(rq);
+// The micro-batches' bounds and memories first, on threads (each its own simulated steps), then every
+// candidate in order.
+Enumerated enumerate(const PlanRequest& rq, const PlanSpace& s, const PlanBounds& bounds, PlanStats& st) {
+  std::vector<MicroBatch> mbs;
+  for (const MeshSpace& m : s.meshes)
     for (int B : m.Bs)
       for (bool sp : m.sps) {
         // sequence parallelism splits the B*T rows over the group (a pin is left to the engine's check)
         if (sp && !sequence_parallel_fits(m.tp, B, rq.base.T) && !rq.pins.sequence_parallel) continue;
-        PlanChoice rest;
-        rest.tp = TpOptions{m.tp, sp};
-        rest.B = B;
-        rest.accum = m.seqs_per_rank / B;
-        enumerate_micro_batch(rq, s, bounds, m, rest, engines, e, st);
+        mbs.push_back(micro_batch(rq, m, B, sp));
       }
+  on_threads(mbs.size(), [&](size_t i) { measure_micro_batch(rq, s, bounds, mbs[i]); });
+  st.bound_sims += (int64_t)(mbs.size() * s.recomputes.size());
+  Enumerated e;
+  for (size_t i = 0; i < mbs.size();) {
+    EngineMemories engines(rq);  // per mesh
+    const MeshSpace* m = mbs[i].mesh;
+    for (; i < mbs.size() && mbs[i].mesh == m; i++) enumerate_micro_batch(rq, s, mbs[i], engines, e, st);
   }
   return e;
 }
@@ -253,31 +284,13 @@ bool price(const PlanRequest& rq, PlanCandidate& c, PlanStats& st) {
 // batch.
 constexpr int kPriceBatch = 32;
 
-// Prices each of `batch`; ok[i] says whether the simulated step accepted it.
+// Prices each of `batch` on threads; ok[i] says whether the simulated step accepted it.
 void price_batch(const PlanRequest& rq, const std::vector<PlanCandidate*>& batch, std::vector<char>& ok,
                  PlanStats& st) {
   ok.assign(batch.size(), 0);
   std::vector<PlanStats> each(batch.size());
-  std::vector<std::exception_ptr> failed(batch.size());
-  auto work = [&](size_t i) {
-    try {
-      ok[i] = price(rq, *batch[i], each[i]);
-    } catch (...) {
-      failed[i] = std::current_exception();
-    }
-  };
-  const size_t threads = std::min(batch.size(), (size_t)std::max(1, omp_get_max_threads()));
-  std::vector<std::thread> pool;
-  for (size_t w = 1; w < threads; w++)
-    pool.emplace_back([&, w] {
-      for (size_t i = w; i < batch.size(); i += threads) work(i);
-    });
-  for (size_t i = 0; i < batch.size(); i += threads) work(i);
-  for (std::thread& t : pool) t.join();
-  for (size_t i = 0; i < batch.size(); i++) {
-    if (failed[i]) std::rethrow_exception(failed[i]);
-    st.priced += each[i].priced;
-  }
+  on_threads(batch.size(), [&](size_t i) { ok[i] = price(rq, *batch[i], each[i]); });
+  for (const PlanStats& e : each) st.priced += e.priced;
 }
 
 bool faster(const PlanCandidate& a, const PlanCandidate& b) {
@@ -319,40 +332,68 @@ struct Ranking {
   }
 };
 
+// The next batch from frontier[i] by the thresholds now. A candidate whose rule 5 decision waits for a floor
+// not measured yet counts as chosen and its floor goes to `missing`: the batch so chosen ends no later than the
+// true one, so every floor it asks for is one the true choice asks for too.
+struct BatchChoice {
+  std::vector<PlanCandidate*> batch;
+  size_t next = 0;  // where the choice stopped
+  int64_t bounded = 0, by_channel = 0;
+};
+
+BatchChoice choose_batch(const Ranking& r, const PlanSpace& s, PlanBounds& bounds,
+                         std::vector<PlanCandidate>& frontier, size_t i, PlanBounds::Missing& missing) {
+  BatchChoice b;
+  const double any = r.any_threshold(s.meshes);
+  for (; i < frontier.size() && (int)b.batch.size() < kPriceBatch; i++) {
+    PlanCandidate& c = frontier[i];
+    if (c.bound_s >= any) {
+      b.bounded += (int64_t)(frontier.size() - i);
+      i = frontier.size();
+      break;
+    }
+    const double need = r.threshold(c.choice.tp.size);
+    if (c.bound_s >= need) {
+      b.bounded++;
+      continue;
+    }
+    bool reaches = false;
+    if (need < INFINITY && bounds.channel_known(c, need, &reaches, missing) && reaches) {
+      b.bounded++;
+      b.by_channel++;
+      continue;
+    }
+    b.batch.push_back(&c);
+  }
+  b.next = i;
+  return b;
+}
+
 // Rules 4 and 5: the frontier priced in the order of rule 4's bound until it reaches the K-th best step found
-// (and with best_per_tp, each size's fastest); a candidate whose rule 5 bound already does is not priced.
+// (and with best_per_tp, each size's fastest); a candidate whose rule 5 bound already does is not priced. Each
+// batch's floors are measured on threads before it is chosen again from the same start, so the batches, and
+// what is priced, are those of measuring each floor when first asked for.
 Ranking price_in_bound_order(const PlanRequest& rq, const PlanSpace& s, PlanBounds& bounds,
                              std::vector<PlanCandidate>& frontier, PlanStats& st) {
   std::stable_sort(frontier.begin(), frontier.end(),
                    [](const PlanCandidate& a, const PlanCandidate& b) { return a.bound_s < b.bound_s; });
   Ranking r{rq.top, rq.best_per_tp, {}, {}};
-  std::vector<PlanCandidate*> batch;  // up to kPriceBatch, chosen by the thresholds at the batch's start
   std::vector<char> ok;
   size_t i = 0;
   while (i < frontier.size()) {
-    batch.clear();
-    for (; i < frontier.size() && (int)batch.size() < kPriceBatch; i++) {
-      PlanCandidate& c = frontier[i];
-      if (c.bound_s >= r.any_threshold(s.meshes)) {
-        st.bounded += (int64_t)(frontier.size() - i);
-        i = frontier.size();
-        break;
-      }
-      const double need = r.threshold(c.choice.tp.size);
-      if (c.bound_s >= need) {
-        st.bounded++;
-        continue;
-      }
-      if (need < INFINITY && bounds.channel_reaches(c, need)) {
-        st.bounded++;
-        st.bounded_by_channel++;
-        continue;
-      }
-      batch.push_back(&c);
+    BatchChoice b;
+    for (;;) {
+      PlanBounds::Missing missing;
+      b = choose_batch(r, s, bounds, frontier, i, missing);
+      if (missing.empty()) break;
+      bounds.measure(missing);
     }
-    price_batch(rq, batch, ok, st);
-    for (size_t b = 0; b < batch.size(); b++)
-      if (ok[b]) r.add(*batch[b]);
+    st.bounded += b.bounded;
+    st.bounded_by_channel += b.by_channel;
+    price_batch(rq, b.batch, ok, st);
+    for (size_t k = 0; k < b.batch.size(); k++)
+      if (ok[k]) r.add(*b.batch[k]);
+    i = b.next;
   }
   GPT_CHECK(!r.top.empty(), "gpt plan: the simulated step refused every configuration that fits");
   return r;
