@@ -37,6 +37,7 @@ using MemBreakdown = std::array<int64_t, kMemCats>;
 
 class MemoryLedger {
  public:
+  MemoryLedger() { live_.reserve(4096); }  // a model's buffers without rehashing (a plan search makes thousands)
   void on_alloc(const void* p, size_t bytes, MemCat cat, MemDomain dom);
   void on_free(const void* p);
 

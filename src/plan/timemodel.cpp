@@ -42,6 +42,7 @@ TimePlan plan_time(const TimeModelInput& in, const HardwareSpec& hw) {
   plan.tp_bytes = r.tp_bytes;
   plan.tp_calls = r.tp_calls;
   plan.gathers_ahead = r.gathers_ahead;
+  plan.units.reserve(r.units.size());
   for (const sim::SimUnit& u : r.units) plan.units.push_back({u.name, u.forward, u.recompute, u.backward});
   plan.profile = r.profile;
   plan.network = r.network;

@@ -169,6 +169,7 @@ SimResult simulate_step(const SimRun& r) {
   out.hardware_flops = be.products_flops();
   out.gathers_ahead = params.gathers_ahead();
   const Layout& layout = model.layout();
+  out.units.reserve((size_t)layout.num_units());
   for (int u = 0; u < layout.num_units(); u++) {
     SimUnit su;
     su.name = layout.unit(u).name;
