@@ -12,6 +12,7 @@
 #     --update-corpus  merge the inputs that add coverage back into tests/fuzz/corpus (otherwise the
 #                      committed corpus is never changed)
 # Environment: FUZZ_CXX (compiler), FUZZ_BUILD_DIR (default build-fuzz), FUZZ_JOBS (build jobs, 2),
+# FUZZ_PARALLEL (harnesses run at once, default: the cores),
 # FUZZ_NO_LLD=1 (link with the default linker and the FSDP engine instead of lld's section GC).
 # Prints executions and crashes per harness; exits non-zero when any harness crashed, hit a sanitizer
 # report, a failed property, a timeout (-timeout=10 per input) or the memory limit (-rss_limit_mb=2048).
@@ -187,42 +188,65 @@ report() {
   fi
 }
 
-failed=()
-for h in "${SELECTED[@]}"; do
-  work=$BUILD/run/$h
-  seeds=$ROOT/tests/fuzz/corpus/$h
+# One harness's run in build-fuzz/run/<harness>: its summary line (and on failure the report) in summary.txt,
+# "ok" or "failed" in status.
+run_one() {
+  local h=$1 work=$BUILD/run/$1 seeds=$ROOT/tests/fuzz/corpus/$1 rc=0 scratch=/tmp
   rm -rf "$work"
   mkdir -p "$work/corpus" "$work/artifacts"
   [[ -d $seeds ]] && cp "$seeds"/* "$work/corpus/" 2>/dev/null || true
+  local before dict=() execs crashes after
   before=$(ls "$work/corpus" | wc -l)
-  dict=()
   [[ -f $ROOT/tests/fuzz/$h.dict ]] && dict=("-dict=$ROOT/tests/fuzz/$h.dict")
-  echo "fuzz: $h: running ${SECONDS_PER}s on $before seeds"
-  rc=0
-  scratch=/tmp
   [[ -d /dev/shm && -w /dev/shm ]] && scratch=/dev/shm
-  export FUZZ_SCRATCH=$scratch/gpt-fuzz-run-$$
+  export FUZZ_SCRATCH=$scratch/gpt-fuzz-run-$$-$h  # the harness's own files (one per harness running)
   timeout -k 10 $((SECONDS_PER + 120)) "$BUILD/$h" "$work/corpus" "${dict[@]}" \
     -max_total_time="$SECONDS_PER" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$work/artifacts/" > "$work/log.txt" 2>&1 || rc=$?
-  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$work/log.txt" | tail -1 | awk '{print $2}')
-  [[ -n $execs ]] || execs=$(grep -oE '^#[0-9]+' "$work/log.txt" | tail -1 | tr -d '#')
+  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$work/log.txt" | tail -1 | awk '{print $2}' || true)
+  [[ -n $execs ]] || execs=$(grep -oE '^#[0-9]+' "$work/log.txt" | tail -1 | tr -d '#' || true)
   crashes=$(ls "$work/artifacts" | wc -l)
   after=$(ls "$work/corpus" | wc -l)
-  echo "fuzz: $h: ${execs:-0} executions, $crashes crashes, exit $rc, corpus $before -> $after inputs"
-  if [[ $rc -ne 0 || $crashes -gt 0 ]]; then
-    failed+=("$h")
-    echo "----- $h: report (full log: $work/log.txt) -----"
-    report "$work/log.txt"
-    echo "----- artifacts: $(ls "$work/artifacts" | sed "s|^|$work/artifacts/|" | tr '\n' ' ')"
+  {
+    echo "fuzz: $h: ${execs:-0} executions in ${SECONDS_PER}s from $before seeds, $crashes crashes, exit $rc, corpus $before -> $after inputs"
+    if [[ $rc -ne 0 || $crashes -gt 0 ]]; then
+      echo "----- $h: report (full log: $work/log.txt) -----"
+      report "$work/log.txt"
+      echo "----- artifacts: $(ls "$work/artifacts" | sed "s|^|$work/artifacts/|" | tr '\n' ' ')"
+    fi
+  } > "$work/summary.txt"
+  [[ $rc -eq 0 && $crashes -eq 0 ]] && echo ok > "$work/status" || echo failed > "$work/status"
+  rm -rf "$FUZZ_SCRATCH"
+}
+
+# Each harness is one single-threaded process: FUZZ_PARALLEL of them (default: the cores) run at once, each
+# for its full SECONDS_PER.
+parallel=${FUZZ_PARALLEL:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)}
+[[ $parallel =~ ^[1-9][0-9]*$ ]] || { echo "fuzz: FUZZ_PARALLEL=$parallel: expected a positive integer" >&2; exit 2; }
+echo "fuzz: running ${#SELECTED[@]} harnesses for ${SECONDS_PER}s each, $parallel at a time"
+running=0
+for h in "${SELECTED[@]}"; do
+  if [[ $running -ge $parallel ]]; then
+    wait -n || true
+    running=$((running - 1))
   fi
+  run_one "$h" &
+  running=$((running + 1))
+done
+wait
+
+failed=()
+for h in "${SELECTED[@]}"; do
+  work=$BUILD/run/$h
+  cat "$work/summary.txt" 2>/dev/null || echo "fuzz: $h: no summary (the run did not finish)"
+  [[ $(cat "$work/status" 2>/dev/null) == ok ]] || failed+=("$h")
   if [[ $UPDATE -eq 1 ]]; then
+    seeds=$ROOT/tests/fuzz/corpus/$h
     mkdir -p "$seeds"
     "$BUILD/$h" -merge=1 "$seeds" "$work/corpus" > "$work/merge.txt" 2>&1 ||
       echo "fuzz: $h: corpus merge failed (see $work/merge.txt)"
     echo "fuzz: $h: committed corpus now $(ls "$seeds" | wc -l) inputs"
   fi
-  rm -rf "$FUZZ_SCRATCH"
 done
 
 if [[ ${#failed[@]} -gt 0 ]]; then

@@ -32,7 +32,7 @@ ZERO_PAPER = {4: (120, 52.5, 41.3, 30), 16: (120, 35.6, 21.6, 7.5), 64: (120, 31
 
 def parse():
     p = c.base_parser(NAME, __doc__.splitlines()[0])
-    p.add_argument("--configs", default=None, help="depth-family models (default d2,d4,d6,d8,d10,d12; quick d2,d4)")
+    p.add_argument("--configs", default=None, help="depth-family models (default d2,d4,d6,d8,d10,d12; quick d2)")
     p.add_argument("--ranks", default=None, help="world sizes N (default 1,2,4,8; quick 1,2)")
     p.add_argument("--max-ranks", type=int, default=8, help="largest N allowed (default 8)")
     p.add_argument("--strategies", default="full,grad_op,none", help="--shard values (full,grad_op,none,hybrid)")
@@ -47,7 +47,7 @@ def parse():
     p.add_argument("--mem-fraction", type=float, default=0.6,
                    help="skip a run whose predicted RAM (all ranks) exceeds this fraction of MemAvailable")
     a = p.parse_args()
-    a.configs = (a.configs or ("d2,d4" if a.quick else "d2,d4,d6,d8,d10,d12")).split(",")
+    a.configs = (a.configs or ("d2" if a.quick else "d2,d4,d6,d8,d10,d12")).split(",")
     for name in a.configs:
         c.family_shape(name)
     a.ranks = c.int_list(a.ranks or ("1,2" if a.quick else "1,2,4,8"), "--ranks", 1, c.MAX_RANKS)
