@@ -61,7 +61,7 @@ struct OpCost {
 // The costs of one Backend call: at most kMaxOps records, held in place (no allocation).
 class OpCosts {
  public:
-  static constexpr int kMaxOps = 4;
+  static constexpr int kMaxOps = 3;  // gelu_matmul_backward: the backward, its dbias and the GELU's
   OpCosts() = default;
   OpCosts(std::initializer_list<OpCost> ops) {
     for (const OpCost& o : ops) push_back(o);

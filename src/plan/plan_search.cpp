@@ -8,11 +8,9 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <iterator>
 #include <map>
-#include <thread>
 #include <unordered_map>
-
-#include <omp.h>
 
 #include "src/core/check.h"
 #include "src/core/rng.h"
@@ -250,11 +248,30 @@ Enumerated enumerate(const PlanRequest& rq, const PlanSpace& s, const PlanBounds
       }
   on_threads(mbs.size(), [&](size_t i) { measure_micro_batch(rq, s, bounds, mbs[i]); });
   st.bound_sims += (int64_t)(mbs.size() * s.recomputes.size());
+  std::vector<std::pair<size_t, size_t>> meshes;  // [first, end) of each mesh's micro-batches
+  for (size_t i = 0, j = 0; i < mbs.size(); i = j) {
+    while (j < mbs.size() && mbs[j].mesh == mbs[i].mesh) j++;
+    meshes.push_back({i, j});
+  }
+  // each mesh apart (its engines' memories its own), then merged in order: what one pass in order finds
+  std::vector<Enumerated> of(meshes.size());
+  std::vector<PlanStats> counted(meshes.size());
+  on_threads(meshes.size(), [&](size_t k) {
+    EngineMemories engines(rq);
+    for (size_t i = meshes[k].first; i < meshes[k].second; i++)
+      enumerate_micro_batch(rq, s, mbs[i], engines, of[k], counted[k]);
+  });
   Enumerated e;
-  for (size_t i = 0; i < mbs.size();) {
-    EngineMemories engines(rq);  // per mesh
-    const MeshSpace* m = mbs[i].mesh;
-    for (; i < mbs.size() && mbs[i].mesh == m; i++) enumerate_micro_batch(rq, s, mbs[i], engines, e, st);
+  for (size_t k = 0; k < of.size(); k++) {
+    Enumerated& m = of[k];
+    e.frontier.insert(e.frontier.end(), std::make_move_iterator(m.frontier.begin()),
+                      std::make_move_iterator(m.frontier.end()));
+    e.feasible.insert(e.feasible.end(), std::make_move_iterator(m.feasible.begin()),
+                      std::make_move_iterator(m.feasible.end()));
+    if (m.nearest_excess >= 0 && (e.nearest_excess < 0 || m.nearest_excess < e.nearest_excess))
+      e.nearest = m.nearest, e.nearest_excess = m.nearest_excess;
+    if (e.refusal.empty()) e.refusal = m.refusal;
+    st.space += counted[k].space, st.no_fit += counted[k].no_fit, st.dominated += counted[k].dominated;
   }
   return e;
 }

@@ -3,7 +3,9 @@
 // reached through T, pins hold, the joint first is never slower than the best without tensor parallelism, the
 // memory of a TP candidate is the closed form's, and each new pruning premise holds on the time model itself.
 #include <gtest/gtest.h>
+#include <omp.h>
 
+#include "src/cli/plan_report.h"
 #include "tests/common/error_of.h"
 #include "tests/sim/plan_cases.h"
 
@@ -65,6 +67,40 @@ TEST(PlanSearchTp, TheChannelBoundPrunesAndTheTopStaysExact) {
   rq.base.cfg.channels = 512;
   const PlanResult r = expect_exact(rq);
   EXPECT_GT(r.stats.bounded_by_channel, 0);
+}
+
+// The search's threads (price batches, the floors a batch waits for, each micro-batch's bound and each mesh's
+// enumeration) change nothing it prices or reports: the same report on 1, 2 and 3 threads, the search's own
+// wall time aside. Two cases: rule 5 cutting on a gpu file, and on a cpu file a search whose floors follow the
+// batches (a batch's size set by the threads prices, and measures, more there).
+void expect_the_same_on_any_threads(const PlanRequest& rq, const std::string& label) {
+  const int threads = omp_get_max_threads();
+  std::string first;
+  for (int n : {1, 2, 3}) {
+    omp_set_num_threads(n);
+    PlanResult r = search_plans(rq);
+    EXPECT_GT(r.stats.priced, 32) << label << ": more than one batch";
+    EXPECT_GT(r.stats.bound_sims, 0) << label;
+    r.stats.search_s = 0;
+    const std::string report = plan_json(rq, r, "tiny");
+    if (n == 1)
+      first = report;
+    else
+      EXPECT_EQ(report, first) << label << ": " << n << " threads";
+  }
+  omp_set_num_threads(threads);
+}
+
+TEST(PlanSearchTp, ThreadsChangeNothingPricedOrReported) {
+  const HardwareSpec gpu = parse_hardware(test::gpu_file(2), "gpu2.json");
+  PlanRequest rq = request(gpu, 2, 8, 8);
+  rq.base.cfg.channels = 512;
+  rq.top = 5;
+  expect_the_same_on_any_threads(rq, "gpu file, rule 5 cutting");
+  const HardwareSpec cpu = parse_hardware(test::kCpu, "cpu.json");
+  PlanRequest small = request(cpu, 4, 4, 8);
+  small.top = 1;
+  expect_the_same_on_any_threads(small, "cpu file, top 1");
 }
 
 TEST(PlanSearchTp, PinsHoldAndAreCheckedAsARunWouldBe) {
