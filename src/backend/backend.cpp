@@ -4,6 +4,9 @@
 #include <cstring>
 
 #include "src/core/check.h"
+#ifdef GPT_WITH_CUDA
+#include "src/backend/cuda/cuda_device.h"
+#endif
 
 namespace gpt {
 
@@ -63,13 +66,6 @@ void Backend::set_attention_path(AttentionPath path, bool automatic) {
 }
 
 std::unique_ptr<Backend> make_cpu_backend();
-#ifdef GPT_WITH_CUDA
-std::unique_ptr<Backend> make_cuda_backend(int local_rank);
-bool cuda_device_visible();
-AttentionTarget cuda_device_attention_target(int device);
-long long cuda_cudnn_compiled_version();
-std::optional<cuda::CudnnPlanWorkspace> cuda_cudnn_plan_workspace(int device, int B, int T, int C, int NH);
-#endif
 
 bool cuda_available() {
 #ifdef GPT_WITH_CUDA

@@ -18,8 +18,8 @@
 // construction, so cuda_memory_check can set the ledger against what the process has allocated since.
 //
 // Device choice: the caller passes its node-local rank (make_backend(DeviceKind::cuda, local_rank), from
-// Communicator::local_rank, whatever the launcher), and local rank r uses GPU r % count. cuda_backend.h
-// exposes the compute stream and that device to the NCCL communicator.
+// Communicator::local_rank, whatever the launcher), and cuda_pick_device (cuda_device.h) gives its GPU.
+// cuda_backend.h exposes the compute stream and that device to the NCCL communicator.
 //
 // Reports: peak_flops names the GPU's dense bf16 peak from its compute capability, SM count, clock and
 // name (src/backend/peak_flops.h); driver_memory sets the ledger against cudaMemGetInfo.
@@ -33,26 +33,13 @@
 #include "src/backend/backend.h"
 #include "src/backend/cuda/copy_stream.h"
 #include "src/backend/cuda/cuda_backend.h"
+#include "src/backend/cuda/cuda_device.h"
 #include "src/backend/cuda/device_wait.h"
 #include "src/backend/cuda/stream_clock.h"
 #include "src/backend/peak_flops.h"
 #include "src/util/trace.h"
 
 namespace gpt {
-
-// What the attention paths meet on GPU `device` (kernels/attention_rules.h): its compute capability and,
-// in builds with cuDNN, the cuDNN library loaded.
-AttentionTarget cuda_device_attention_target(int device) {
-  AttentionTarget t;
-  t.cuda = true;
-#ifdef GPT_WITH_CUDNN
-  t.cudnn = cuda::CudnnAttention::target(device);
-#else
-  CUDA_CHECK(cudaDeviceGetAttribute(&t.cudnn.cc_major, cudaDevAttrComputeCapabilityMajor, device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&t.cudnn.cc_minor, cudaDevAttrComputeCapabilityMinor, device));
-#endif
-  return t;
-}
 
 namespace {
 
@@ -103,17 +90,9 @@ const bf16* H(const void* p) { return static_cast<const bf16*>(p); }
 // beyond the ledger and allocation rounding before the start-up report warns.
 constexpr int64_t kCodeAllowance = int64_t{64} << 20;
 
-// The GPU of node-local rank `local_rank`: GPU local_rank % count.
-int pick_device(int local_rank) {
-  int count = 0;
-  CUDA_CHECK(cudaGetDeviceCount(&count));
-  GPT_CHECK(count > 0, "--device cuda: no CUDA GPU is visible (use --device cpu)");
-  return local_rank % count;
-}
-
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int local_rank) : device_(pick_device(local_rank)) {
+  explicit CudaBackend(int local_rank) : device_(cuda_pick_device(local_rank)) {
     CUDA_CHECK(cudaSetDevice(device_));
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));  // no implicit waits on stream 0
     for (auto& c : copy_) c = std::make_unique<cuda::CopyStream>();
@@ -563,16 +542,6 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-bool cuda_device_visible() {
-  int count = 0;
-  const cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();  // no driver or no device: not an error here, just "not visible"
-    return false;
-  }
-  return count > 0;
-}
-
 std::unique_ptr<Backend> make_cuda_backend(int local_rank) { return std::make_unique<CudaBackend>(local_rank); }
 
 namespace {
@@ -594,31 +563,6 @@ size_t cuda_cudnn_plan_count(Backend& backend) {
 #else
   (void)as_cuda(backend, "cuda_cudnn_plan_count");
   return 0;
-#endif
-}
-
-long long cuda_cudnn_compiled_version() {
-#ifdef GPT_WITH_CUDNN
-  return CUDNN_VERSION;
-#else
-  return 0;
-#endif
-}
-
-std::optional<cuda::CudnnPlanWorkspace> cuda_cudnn_plan_workspace(int device, int B, int T, int C, int NH) {
-#ifdef GPT_WITH_CUDNN
-  CUDA_CHECK(cudaSetDevice(device));
-  cudaStream_t stream = nullptr;
-  CUDA_CHECK(cudaStreamCreate(&stream));
-  struct StreamGuard {
-    cudaStream_t s;
-    ~StreamGuard() { cudaStreamDestroy(s); }
-  } guard{stream};
-  cuda::CudnnAttention attention(stream);
-  return attention.plan(B, T, C, NH);
-#else
-  (void)device, (void)B, (void)T, (void)C, (void)NH;
-  return std::nullopt;
 #endif
 }
 
