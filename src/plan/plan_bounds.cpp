@@ -96,9 +96,13 @@ double PlanBounds::floor_comm(const PlanChoice& of, const WrapPolicy& wrap, int 
 // Every micro-step but the last issues the same collectives (train_step runs one micro-step `accum` times, and
 // the engine's calls in one depend only on whether it is the last), so steps of one and two micro-steps give
 // the last's seconds and each earlier one's.
+PlanBounds::FloorKey PlanBounds::floor_key(const PlanChoice& c, const WrapPolicy& wrap) {
+  return FloorKey{c.tp.size, (int)c.strategy, c.shard_group, (int)c.reduce, c.no_sync, wrap.str()};
+}
+
 std::optional<double> PlanBounds::floor_if_known(const PlanChoice& c, const WrapPolicy& wrap, Missing* missing) {
   if (c.tp.size > 1 && !counts_tp(c.tp.size)) return -1.0;  // the group's seconds cannot be told apart
-  const FloorKey key{c.tp.size, (int)c.strategy, c.shard_group, (int)c.reduce, c.no_sync, wrap.str()};
+  const FloorKey key = floor_key(c, wrap);
   const bool two = c.accum > 1;
   const auto it = floors_.find(key);
   if (it != floors_.end()) {
@@ -142,19 +146,19 @@ void PlanBounds::measure(Missing& missing) {
 
   struct Job {
     const Missing::Need* need;
+    Floor* floor;
     int accum;
     double comm = -1;  // -1: refused
   };
   std::vector<Job> jobs;
   for (const Missing::Need& n : missing.needs) {
-    Floor& f = floors_[FloorKey{n.choice.tp.size, (int)n.choice.strategy, n.choice.shard_group, (int)n.choice.reduce,
-                                n.choice.no_sync, n.wrap.str()}];
+    Floor& f = floors_[floor_key(n.choice, n.wrap)];
     if (n.choice.tp.size > 1 && !tp_micro_.count(n.choice.tp.size)) {
       f.refused_last = true;  // the group's step was refused
       continue;
     }
-    if (f.last < 0 && !f.refused_last) jobs.push_back({&n, 1});
-    if (n.accum == 2 && f.each_earlier < 0 && !f.refused_earlier) jobs.push_back({&n, 2});
+    if (f.last < 0 && !f.refused_last) jobs.push_back({&n, &f, 1});
+    if (n.accum == 2 && f.each_earlier < 0 && !f.refused_earlier) jobs.push_back({&n, &f, 2});
   }
   on_threads(jobs.size(), [&](size_t j) {
     try {
@@ -166,10 +170,9 @@ void PlanBounds::measure(Missing& missing) {
   for (int accum : {1, 2})  // each earlier one's is the difference from the last's
     for (const Job& j : jobs) {
       if (j.accum != accum) continue;
-      const Missing::Need& n = *j.need;
-      Floor& f = floors_[FloorKey{n.choice.tp.size, (int)n.choice.strategy, n.choice.shard_group,
-                                  (int)n.choice.reduce, n.choice.no_sync, n.wrap.str()}];
-      const double tp = n.choice.tp.size > 1 ? tp_micro_.at(n.choice.tp.size) : 0.0;
+      Floor& f = *j.floor;
+      const int T = j.need->choice.tp.size;
+      const double tp = T > 1 ? tp_micro_.at(T) : 0.0;
       const double floor = std::max(0.0, j.comm - accum * tp);
       if (accum == 1)
         j.comm < 0 ? (void)(f.refused_last = true) : (void)(f.last = floor);

@@ -54,6 +54,7 @@ class PlanBounds {
     bool refused_last = false, refused_earlier = false;  // the engine refuses that step: the floor's candidates
                                                           // are priced (and refused) one by one
   };
+  static FloorKey floor_key(const PlanChoice& c, const WrapPolicy& wrap);
   bool counts_tp(int tp) const;
   double scalars(int tp) const;
   double floor_comm(const PlanChoice& c, const WrapPolicy& wrap, int accum) const;

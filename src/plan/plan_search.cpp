@@ -41,7 +41,8 @@ struct StepMemory {
   std::vector<std::array<std::optional<MemTotals>, 2>> of;  // [recompute][activations]; empty: refused
 };
 
-StepMemory step_memories(const PlanRequest& rq, const PlanSpace& s, const PlanChoice& rest, Enumerated& e) {
+// *refusal: the engine's first refusal among them (left as it is when it has one).
+StepMemory step_memories(const PlanRequest& rq, const PlanSpace& s, const PlanChoice& rest, std::string* refusal) {
   StepMemory m;
   for (const RecomputePolicy& r : s.recomputes) {
     m.of.emplace_back();
@@ -52,7 +53,7 @@ StepMemory step_memories(const PlanRequest& rq, const PlanSpace& s, const PlanCh
       try {
         m.of.back()[act] = step_memory(c.apply(rq.base));
       } catch (const Error& x) {
-        if (e.refusal.empty()) e.refusal = x.what();
+        if (refusal->empty()) *refusal = x.what();
       }
     }
   }
@@ -206,9 +207,7 @@ void measure_micro_batch(const PlanRequest& rq, const PlanSpace& s, const PlanBo
     rest.recompute = r;
     mb.bounds.push_back(bounds.of_key(*mb.mesh, rest));
   }
-  Enumerated refused;
-  mb.step = step_memories(rq, s, rest, refused);
-  mb.refusal = refused.refusal;
+  mb.step = step_memories(rq, s, rest, &mb.refusal);
 }
 
 // Every (strategy, wrap, reduce dtype, no-sync) of one (T, SP, B).
