@@ -19,6 +19,7 @@
 
 #include "kernels/adamw_params.h"
 #include "kernels/cpu/ops.h"
+#include "src/cli/cold_copies.h"
 #include "src/backend/device_info.h"
 #include "src/backend/peak_flops.h"
 #include "src/core/check.h"
@@ -109,34 +110,17 @@ struct Point {
   std::function<std::function<void()>()> setup;
 };
 
-// How many copies of a product's weight (and weight gradient) a point cycles through, so that every call
-// reads them from memory, not from a cache the previous call filled: in a training step a unit's weights were
-// last touched a micro-step (or a pass) ago, every other unit's weights, gradients and activations in between.
-// The copies span twice the last-level cache (64 MiB where the OS does not say), at most 64 of them.
-int cold_copies(size_t weight_bytes) {
-  long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
-  const double span = llc > 0 ? 2.0 * (double)llc : 64.0 * (1 << 20);
-  return (int)std::clamp(std::ceil(span / (double)std::max<size_t>(weight_bytes, 1)), 1.0, 64.0);
-}
-
-// `copies` float buffers of n elements each, filled with v.
-std::shared_ptr<std::vector<std::vector<float>>> buffers(int copies, size_t n, float v) {
-  return std::make_shared<std::vector<std::vector<float>>>(copies, std::vector<float>(n, v));
-}
-
 // The backend's forward product (no bias: the plain sgemm) and its backward call, the weight (and its
 // gradient) cold as in a step (cold_copies) while the activations are warm (written just before).
 Point forward_point(const std::string& curve, GemmShape sh) {
   const size_t wn = (size_t)sh.n * sh.k;  // weight (n, k) elements
   return {curve, sh.mnk(), 2 * sh.mnk(), [sh, wn] {
             auto a = std::make_shared<std::vector<float>>((size_t)sh.m * sh.k, 0.5f);  // (m, k)
-            auto w = buffers(cold_copies(wn * 4), wn, 0.25f);                       // copies x (n, k)
+            const ColdCopies w = cold_buffers(cold_copies(wn * 4), wn, 0.25f);        // copies x (n, k)
             auto c = std::make_shared<std::vector<float>>((size_t)sh.m * sh.n);      // (m, n)
             auto next = std::make_shared<size_t>(0);
             return std::function<void()>([=] {
-              const size_t i = (*next)++ % w->size();
-              cpu::matmul_forward(c->data(), a->data(), (*w)[i].data(), nullptr, sh.m, sh.k, sh.n);
+              cpu::matmul_forward(c->data(), a->data(), w.at((*next)++), nullptr, sh.m, sh.k, sh.n);
             });
           }};
 }
@@ -148,12 +132,13 @@ Point backward_point(const std::string& curve, GemmShape sh) {
             auto dout = std::make_shared<std::vector<float>>((size_t)sh.m * sh.n, 0.1f);  // (m, n)
             auto dinp = std::make_shared<std::vector<float>>((size_t)sh.m * sh.k);        // (m, k)
             const int copies = cold_copies(2 * wn * 4);
-            auto w = buffers(copies, wn, 0.25f), dw = buffers(copies, wn, 0.0f);  // copies x (n, k) each
+            const ColdCopies w = cold_buffers(copies, wn, 0.25f);   // copies x (n, k)
+            const ColdCopies dw = cold_buffers(copies, wn, 0.0f);  // copies x (n, k)
             auto next = std::make_shared<size_t>(0);
             return std::function<void()>([=] {
-              const size_t i = (*next)++ % w->size();
-              cpu::matmul_backward(dinp->data(), (*dw)[i].data(), nullptr, dout->data(), in->data(), (*w)[i].data(),
-                                   sh.m, sh.k, sh.n);
+              const size_t i = (*next)++;
+              cpu::matmul_backward(dinp->data(), dw.at(i), nullptr, dout->data(), in->data(), w.at(i), sh.m, sh.k,
+                                   sh.n);
             });
           }};
 }
