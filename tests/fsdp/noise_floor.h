@@ -48,6 +48,7 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -110,26 +111,48 @@ struct NoiseFloor {
   double params_bound() const { return kParityMultiple * params; }
 };
 
-// Measures the floor of `spec` (see above). Every rank of `world` runs the reference; the samples are
-// shared out over the ranks and their differences broadcast, so every rank returns the same floor.
+// `t`, as rank `root` holds it, on every rank of `world` (the others' t is replaced).
+inline void broadcast_trajectory(Trajectory& t, int root, Communicator& world) {
+  std::vector<uint64_t> sizes = {t.losses.size(), t.params.size()};  // losses, units, then each unit's
+  for (const std::vector<float>& p : t.params) sizes.push_back(p.size());
+  uint64_t count = sizes.size();
+  world.broadcast(&count, sizeof count, root);
+  sizes.resize(count);
+  world.broadcast(sizes.data(), sizeof(uint64_t) * count, root);
+  t.losses.resize(sizes[0]);
+  t.params.resize(sizes[1]);
+  world.broadcast(t.losses.data(), sizeof(float) * sizes[0], root);
+  for (size_t u = 0; u < sizes[1]; u++) {
+    t.params[u].resize(sizes[2 + u]);
+    world.broadcast(t.params[u].data(), sizeof(float) * sizes[2 + u], root);
+  }
+}
+
+// Measures the floor of `spec` (see above). The reference and the samples are shared out over the ranks of
+// `world` (run j on rank j mod N, the reference being run 0), the reference is broadcast, and then the
+// samples' differences, so every rank returns the same floor and no run is made twice.
 inline NoiseFloor measure_noise_floor(const RunSpec& spec, int steps, Communicator& world) {
   NoiseFloor f;
-  f.ref = single_process_run(spec, 1, 1, steps);
   for (int a : {2, 3, 4, 6, 8, 12, 24})
     if (spec.global_seqs % a == 0 && f.accums.size() < 5) f.accums.push_back(a);
   for (size_t i = 0; i < f.accums.size(); i++) f.splits.push_back(3 + 2 * (int)i);
-  const int R = (int)f.accums.size();
+  const int R = (int)f.accums.size(), N = world.world();
+  auto mine = [&](int run) { return run % N == world.rank(); };  // run 0: the reference; 1 + i: sample i
+  if (mine(0)) f.ref = single_process_run(spec, 1, 1, steps);
+  std::vector<Trajectory> samples(R);
+  for (int i = 0; i < R; i++)
+    if (mine(1 + i)) samples[i] = single_process_run(spec, f.accums[i], f.splits[i], steps);
+  broadcast_trajectory(f.ref, 0, world);
   std::vector<double> diffs((size_t)R * (steps + 1), 0.0);  // per sample: steps loss diffs, params diff
   for (int i = 0; i < R; i++) {
     double* d = &diffs[(size_t)i * (steps + 1)];
-    if (i % world.world() == world.rank()) {
-      const Trajectory t = single_process_run(spec, f.accums[i], f.splits[i], steps);
-      for (int s = 0; s < steps; s++) d[s] = rel(t.losses[s], f.ref.losses[s]);
-      d[steps] = max_rel_diff(t.params, f.ref.params);
+    if (mine(1 + i)) {
+      for (int s = 0; s < steps; s++) d[s] = rel(samples[i].losses[s], f.ref.losses[s]);
+      d[steps] = max_rel_diff(samples[i].params, f.ref.params);
     }
   }
   for (int i = 0; i < R; i++)
-    world.broadcast(&diffs[(size_t)i * (steps + 1)], sizeof(double) * (steps + 1), i % world.world());
+    world.broadcast(&diffs[(size_t)i * (steps + 1)], sizeof(double) * (steps + 1), (1 + i) % N);
   f.loss.assign(steps, kFloorMin);
   f.params = kFloorMin;
   for (int i = 0; i < R; i++) {
