@@ -120,10 +120,10 @@ __global__ void sum_squares_partials_kernel(double* partials, const float* x, si
   }
 }
 
-// One warp: result = sum of the kSumBlocks partials.
-__global__ void sum_squares_final_kernel(double* result, const double* partials) {
+// One warp: result = sum of the `blocks` partials.
+__global__ void sum_squares_final_kernel(double* result, const double* partials, int blocks) {
   double acc = 0.0;
-  for (int i = threadIdx.x; i < kSumBlocks; i += kWarp) acc += partials[i];
+  for (int i = threadIdx.x; i < blocks; i += kWarp) acc += partials[i];
   acc = warp_sum(acc);
   if (threadIdx.x == 0) *result = acc;
 }
@@ -145,6 +145,13 @@ __global__ void accumulate_kernel(float* y, const float* x, size_t n, float divi
     done = n4 * 4;
   }
   for (size_t i = done + tid; i < n; i += stride) y[i] += __fdiv_rn(x[i], divisor);
+}
+
+// The partials kernel's blocks for n elements: one per 4 * kSumThreads of them (a vector each per thread), at
+// most kSumBlocks. A small tensor (a layernorm's weight, a bias) launches a block or two, not kSumBlocks of
+// threads with nothing to add. It depends on n only, so each sum still repeats bit for bit.
+int sum_squares_blocks(size_t n) {
+  return static_cast<int>(std::clamp<size_t>(ceil_div(n, 4 * static_cast<size_t>(kSumThreads)), 1, kSumBlocks));
 }
 
 }  // namespace
@@ -188,10 +195,10 @@ double sum_squares_all(const float* const* xs, const size_t* ns, int count, void
     for (int i = 0; i < chunk; i++) {
       const float* x = xs[first + i];
       const size_t n = ns[first + i];
-      // n == 0: the partials are zeros and the result is 0.0, as sum_squares returns without a launch.
-      GPT_LAUNCH(sum_squares_partials_kernel, kSumBlocks, kSumThreads, 0, stream, partials, x, n,
-                 n > 0 && aligned16(x));
-      GPT_LAUNCH(sum_squares_final_kernel, 1, kWarp, 0, stream, results + i, partials);
+      // n == 0: the partial is zero and the result is 0.0, as sum_squares returns without a launch.
+      const int blocks = sum_squares_blocks(n);
+      GPT_LAUNCH(sum_squares_partials_kernel, blocks, kSumThreads, 0, stream, partials, x, n, n > 0 && aligned16(x));
+      GPT_LAUNCH(sum_squares_final_kernel, 1, kWarp, 0, stream, results + i, partials, blocks);
     }
     CUDA_CHECK(cudaMemcpyAsync(host, results, chunk * sizeof(double), cudaMemcpyDeviceToHost, stream));
     CUDA_CHECK(cudaStreamSynchronize(stream));
