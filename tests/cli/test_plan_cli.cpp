@@ -125,7 +125,9 @@ TEST(PlanCli, WhyNotTensorParallelismIsShown) {
     EXPECT_GT(f.at("step_s").num, j.at("top").arr.back().at("step_s").num);  // not in the top 3
     const std::string why = o.at("why").str;
     EXPECT_EQ(why.find("--tp " + std::to_string((int)o.at("tp").num) + "'s fastest is "), 0u) << why;
-    if (first.at("tp").num == 1) EXPECT_NE(why.find("slower than #1: exposed comm"), std::string::npos) << why;
+    if (first.at("tp").num == 1) {
+      EXPECT_NE(why.find("slower than #1: exposed comm"), std::string::npos) << why;
+    }
   }
   // d36 at 64 ranks without --per-tp: every TP candidate is bounded out, and the report says by how much
   CliResult text = run_gpt("plan --config d36 --world 64 --total-batch 524288 -T 1024 --hardware " + hw("h100.json") +
