@@ -17,7 +17,16 @@ const char* memdomain_name(MemDomain d) { return d == MemDomain::device ? "devic
 void MemoryLedger::on_alloc(const void* p, size_t bytes, MemCat cat, MemDomain dom) {
   if (!p) return;
   std::lock_guard<std::mutex> lock(mu_);
-  live_[p] = Entry{bytes, cat, dom};
+  if (spare_.empty()) {
+    live_[p] = Entry{bytes, cat, dom};
+  } else {
+    auto node = std::move(spare_.back());
+    spare_.pop_back();
+    node.key() = p;
+    node.mapped() = Entry{bytes, cat, dom};
+    auto r = live_.insert(std::move(node));
+    if (!r.inserted) r.position->second = Entry{bytes, cat, dom};
+  }
   int d = idx(dom), c = idx(cat);
   cur_[d][c] += bytes;
   total_[d] += bytes;
@@ -36,7 +45,7 @@ void MemoryLedger::on_free(const void* p) {
   int d = idx(it->second.dom), c = idx(it->second.cat);
   cur_[d][c] -= it->second.bytes;
   total_[d] -= it->second.bytes;
-  live_.erase(it);
+  spare_.push_back(live_.extract(it));
 }
 
 void MemoryLedger::reset_peaks() {

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace gpt {
 
@@ -63,6 +64,9 @@ class MemoryLedger {
   };
   mutable std::mutex mu_;
   std::unordered_map<const void*, Entry> live_;
+  // Nodes of freed entries, taken again by the next allocations: a step allocates and frees its activations
+  // and workspaces over and over, and a node allocated and freed with each was an eighth of a plan search.
+  std::vector<std::unordered_map<const void*, Entry>::node_type> spare_;
   std::array<MemBreakdown, kMemDomains> cur_{}, peak_cat_{}, at_peak_{};
   std::array<int64_t, kMemDomains> total_{}, peak_total_{};
 };

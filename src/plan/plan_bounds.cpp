@@ -2,6 +2,7 @@
 #include "src/plan/plan_bounds.h"
 
 #include <algorithm>
+#include <atomic>
 #include <exception>
 #include <thread>
 
@@ -238,13 +239,16 @@ void on_threads(size_t n, const std::function<void(size_t)>& work) {
       failed[i] = std::current_exception();
     }
   };
+  // Each thread takes the next index not taken yet: the simulated steps of a batch differ in length (the
+  // accumulation, the wrap), so a fixed share per thread would leave one idle while another finishes its own.
   const size_t threads = std::max<size_t>(1, std::min(n, (size_t)std::max(1, omp_get_max_threads())));
+  std::atomic<size_t> next{0};
+  auto take = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;) one(i);
+  };
   std::vector<std::thread> pool;
-  for (size_t w = 1; w < threads; w++)
-    pool.emplace_back([&, w] {
-      for (size_t i = w; i < n; i += threads) one(i);
-    });
-  for (size_t i = 0; i < n; i += threads) one(i);
+  for (size_t w = 1; w < threads; w++) pool.emplace_back(take);
+  take();
   for (std::thread& t : pool) t.join();
   for (const std::exception_ptr& f : failed)
     if (f) std::rethrow_exception(f);
