@@ -78,9 +78,9 @@ double PlanBounds::scalars(int tp) const {
 }
 
 // The floors' steps: B = 1, no recompute, no sequence parallelism, nothing offloaded, one gather slot: what the
-// engine's collectives do not depend on. Seconds of all collectives in a step of `accum` micro-steps (the
-// group's, measured apart, are taken out by the caller).
-double PlanBounds::floor_comm(const PlanChoice& of, const WrapPolicy& wrap, int accum) const {
+// engine's collectives do not depend on. Its comm_s holds the group's collectives too (measured apart, taken
+// out by the caller); its gather_s only the engine's (without SP the group gathers nothing).
+TimePlan PlanBounds::floor_step(const PlanChoice& of, const WrapPolicy& wrap, int accum) const {
   PlanChoice c;
   c.tp = TpOptions{of.tp.size, false};
   c.strategy = of.strategy, c.shard_group = of.shard_group, c.reduce = of.reduce, c.no_sync = of.no_sync;
@@ -91,7 +91,7 @@ double PlanBounds::floor_comm(const PlanChoice& of, const WrapPolicy& wrap, int 
   t.threads_per_rank = rq_.threads_per_rank;
   t.run = c.apply(rq_.base);
   t.grad_accum = accum;
-  return plan_time(t, *rq_.hw).comm_s;
+  return plan_time(t, *rq_.hw);
 }
 
 // Every micro-step but the last issues the same collectives (train_step runs one micro-step `accum` times, and
@@ -101,15 +101,18 @@ PlanBounds::FloorKey PlanBounds::floor_key(const PlanChoice& c, const WrapPolicy
   return FloorKey{c.tp.size, (int)c.strategy, c.shard_group, (int)c.reduce, c.no_sync, wrap.str()};
 }
 
-std::optional<double> PlanBounds::floor_if_known(const PlanChoice& c, const WrapPolicy& wrap, Missing* missing) {
-  if (c.tp.size > 1 && !counts_tp(c.tp.size)) return -1.0;  // the group's seconds cannot be told apart
+std::optional<PlanBounds::EngineSeconds> PlanBounds::floor_if_known(const PlanChoice& c, const WrapPolicy& wrap,
+                                                                     Missing* missing) {
+  if (c.tp.size > 1 && !counts_tp(c.tp.size)) return EngineSeconds{};  // the group's cannot be told apart
   const FloorKey key = floor_key(c, wrap);
   const bool two = c.accum > 1;
   const auto it = floors_.find(key);
   if (it != floors_.end()) {
     const Floor& f = it->second;
-    if (f.refused_last || (two && f.refused_earlier)) return -1.0;  // its candidates are priced one by one
-    if (f.last >= 0 && (!two || f.each_earlier >= 0)) return f.last + (c.accum - 1) * std::max(0.0, f.each_earlier);
+    if (f.refused_last || (two && f.refused_earlier)) return EngineSeconds{};  // priced one by one
+    if (f.last >= 0 && (!two || f.each_earlier >= 0))
+      return EngineSeconds{f.last + (c.accum - 1) * std::max(0.0, f.each_earlier),
+                           f.gathers_last + (c.accum - 1) * f.gathers_each_earlier};
   }
   if (missing) {
     const auto [at, added] = missing->at.emplace(key, missing->needs.size());
@@ -150,6 +153,7 @@ void PlanBounds::measure(Missing& missing) {
     Floor* floor;
     int accum;
     double comm = -1;  // -1: refused
+    double gathers = 0;
   };
   std::vector<Job> jobs;
   for (const Missing::Need& n : missing.needs) {
@@ -163,7 +167,8 @@ void PlanBounds::measure(Missing& missing) {
   }
   on_threads(jobs.size(), [&](size_t j) {
     try {
-      jobs[j].comm = floor_comm(jobs[j].need->choice, jobs[j].need->wrap, jobs[j].accum);
+      const TimePlan p = floor_step(jobs[j].need->choice, jobs[j].need->wrap, jobs[j].accum);
+      jobs[j].comm = p.comm_s, jobs[j].gathers = p.gather_s;
     } catch (const Error&) {
     }
   });
@@ -175,34 +180,39 @@ void PlanBounds::measure(Missing& missing) {
       const int T = j.need->choice.tp.size;
       const double tp = T > 1 ? tp_micro_.at(T) : 0.0;
       const double floor = std::max(0.0, j.comm - accum * tp);
-      if (accum == 1)
-        j.comm < 0 ? (void)(f.refused_last = true) : (void)(f.last = floor);
-      else if (j.comm < 0 || f.refused_last)
+      if (accum == 1) {
+        j.comm < 0 ? (void)(f.refused_last = true) : (void)(f.last = floor, f.gathers_last = j.gathers);
+      } else if (j.comm < 0 || f.refused_last) {
         f.refused_earlier = true;
-      else
+      } else {
         f.each_earlier = std::max(0.0, floor - f.last);
+        f.gathers_each_earlier = std::max(0.0, j.gathers - f.gathers_last);
+      }
     }
   missing = Missing{};
 }
 
 double PlanBounds::engine_floor(const PlanChoice& c, const WrapPolicy& wrap) {
   Missing m;
-  std::optional<double> f = floor_if_known(c, wrap, &m);
+  std::optional<EngineSeconds> f = floor_if_known(c, wrap, &m);
   if (!f) {
     measure(m);
     f = floor_if_known(c, wrap, nullptr);
   }
-  return *f;
+  return f->comm;
 }
 
 // Rule 5: one channel carries every collective, and the group's idle the compute stream while they run, so
-// step >= group + max(compute, engine) + the scalar reductions after them. (1 - 1e-12): the seconds are sums in
-// another order than the step's.
+// step >= group + max(compute, engine) + the scalar reductions after them. With one gather slot the engine's
+// all-gathers idle it too (plan_search.h), so then step >= group + compute + gathers + scalars as well.
+// (1 - 1e-12): the seconds are sums in another order than the step's.
 std::optional<double> PlanBounds::channel_if_known(const PlanCandidate& c, const WrapPolicy& wrap, Missing* missing) {
-  const std::optional<double> engine = floor_if_known(c.choice, wrap, missing);
+  const std::optional<EngineSeconds> engine = floor_if_known(c.choice, wrap, missing);
   if (!engine) return std::nullopt;
-  if (*engine < 0) return 0.0;
-  return (1 - 1e-12) * (c.bound.tp + std::max(c.bound.compute, *engine) + c.bound.scalars);
+  if (engine->comm < 0) return 0.0;
+  double step = c.bound.tp + std::max(c.bound.compute, engine->comm);
+  if (c.choice.gather_slots == 1) step = std::max(step, c.bound.tp + c.bound.compute + engine->gathers);
+  return (1 - 1e-12) * (step + c.bound.scalars);
 }
 
 double PlanBounds::channel(const PlanCandidate& c) {

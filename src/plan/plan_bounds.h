@@ -7,6 +7,8 @@
 //    one channel, so a step lasts at least the group's collectives plus the larger of the compute and the
 //    engine's collectives, from simulated steps of one and two micro-steps (the last micro-step's, and each
 //    earlier one's) scaled to the accumulation; the coarsest wrap's, no larger than any wrap's, is tried first.
+//    With one gather slot the engine's all-gathers idle the compute stream too: at least the group's
+//    collectives plus the compute plus the all-gathers, from the same steps.
 #pragma once
 #include <functional>
 #include <map>
@@ -51,15 +53,21 @@ class PlanBounds {
   struct Floor {
     double last = -1;          // the last micro-step's (-1: not measured yet)
     double each_earlier = -1;  // each earlier one's
+    double gathers_last = 0, gathers_each_earlier = 0;  // of those, the all-gathers'
     bool refused_last = false, refused_earlier = false;  // the engine refuses that step: the floor's candidates
                                                           // are priced (and refused) one by one
+  };
+  // The engine's collectives in a step of c's accumulation: all of them (-1: not counted or refused), and of
+  // those the all-gathers.
+  struct EngineSeconds {
+    double comm = -1, gathers = 0;
   };
   static FloorKey floor_key(const PlanChoice& c, const WrapPolicy& wrap);
   bool counts_tp(int tp) const;
   double scalars(int tp) const;
-  double floor_comm(const PlanChoice& c, const WrapPolicy& wrap, int accum) const;
-  // c's floor under `wrap` (-1: not counted or refused), or nullopt while a measurement it needs is missing
-  std::optional<double> floor_if_known(const PlanChoice& c, const WrapPolicy& wrap, Missing* missing);
+  TimePlan floor_step(const PlanChoice& c, const WrapPolicy& wrap, int accum) const;
+  // c's floor under `wrap`, or nullopt while a measurement it needs is missing
+  std::optional<EngineSeconds> floor_if_known(const PlanChoice& c, const WrapPolicy& wrap, Missing* missing);
   std::optional<double> channel_if_known(const PlanCandidate& c, const WrapPolicy& wrap, Missing* missing);
 
   const PlanRequest& rq_;

@@ -57,8 +57,13 @@
 //     whether it is the last, so the last's seconds plus (a - 1) times each earlier one's. They do not depend
 //     on recompute, SP, B, the offloads or the gather slots. The coarsest wrap's, tried first for every wrap,
 //     are no more (a unit is gathered and reduced whole: a coarser wrap moves no more bytes, in fewer calls,
-//     each priced latency >= 0 + bytes / bandwidth). A candidate whose channel bound reaches the K-th best
-//     step is not priced.
+//     each priced latency >= 0 + bytes / bandwidth). With one gather slot nothing is prefetched (Note [prefetch
+//     window], param_side.h): each of the engine's all-gathers is issued at its unit's acquire, after the compute
+//     queued before it (it overwrites the one slot that compute reads), and waited for at once, so the compute
+//     stream idles for its whole length as for the group's: the step lasts at least the group's collectives
+//     plus the compute plus those all-gathers, plus the scalars. The floors' steps give the all-gathers'
+//     seconds too (without SP the group issues none; no fewer at the coarsest wrap: the same bytes in fewer
+//     calls). A candidate whose channel bound reaches the K-th best step is not priced.
 #pragma once
 #include <cstdint>
 #include <optional>

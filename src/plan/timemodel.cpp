@@ -36,6 +36,7 @@ TimePlan plan_time(const TimeModelInput& in, const HardwareSpec& hw) {
   plan.phases.host_wait = ph(Phase::host_wait);
   plan.compute_s = plan.phases.forward + plan.phases.recompute + plan.phases.backward;
   plan.comm_s = r.comm_s;
+  plan.gather_s = r.gather_s;
   plan.exposed_comm_s = plan.phases.exposed_comm;
   plan.bytes = r.bytes;
   plan.calls = r.calls;

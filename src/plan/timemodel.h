@@ -53,6 +53,7 @@ struct TimePlan {
   StepPhases phases;              // sums to step_s
   double compute_s = 0;           // forward + recompute + backward
   double comm_s = 0;              // all collective time (hidden or not)
+  double gather_s = 0;            // of which all-gathers (the engine's, and the group's under SP)
   double exposed_comm_s = 0;      // = phases.exposed_comm
   double tokens_per_s = 0;        // global: B*T*N*accum / step_s
   double model_flops_per_token = 0;  // Trainer::flops_per_token (6n + 12 L C T)

@@ -25,6 +25,7 @@ struct SimNetwork {
   std::deque<std::shared_ptr<Pending>> fifo;  // no overlap: started, not yet progressed
   int gathers_in_flight = 0;
   double comm_seconds = 0;
+  double gather_seconds = 0;  // of which all-gathers
 
   // Runs the FIFO up to and including p, on the host (MPI progresses only inside a wait), from the moment the
   // wait is reached: the host there, behind the device work queued before it (device buffers), so every
@@ -140,6 +141,7 @@ class SimCommunicator : public Communicator {
     const std::string label = take_label();  // the engine's unit: "all-gather blocks3 1024 B over 4"
     if (trace::on()) p->name = str(what, label.empty() ? "" : " " + label, " ", bytes, " B over ", size_);
     n_->comm_seconds += p->dur;
+    if (kind == CollKind::all_gather) n_->gather_seconds += p->dur;
     if (kind == CollKind::all_gather) n_->gathers_in_flight++;
     Timeline& tl = *n_->tl;
     if (n_->overlap || p->dur == 0) {
@@ -190,5 +192,6 @@ std::unique_ptr<Communicator> make_sim_world(int world, int ranks_per_node, Time
 
 int sim_gathers_in_flight(Communicator& c) { return network_of(c).gathers_in_flight; }
 double sim_comm_seconds(Communicator& c) { return network_of(c).comm_seconds; }
+double sim_gather_seconds(Communicator& c) { return network_of(c).gather_seconds; }
 
 }  // namespace gpt::sim

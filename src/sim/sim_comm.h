@@ -39,5 +39,7 @@ bool group_straddles_nodes(int size, int stride, int ranks_per_node, int world);
 int sim_gathers_in_flight(Communicator& sim_comm);
 // Seconds spent in collectives on the comm streams (hidden or not) since the world was made.
 double sim_comm_seconds(Communicator& sim_comm);
+// Of those, the all-gathers' seconds.
+double sim_gather_seconds(Communicator& sim_comm);
 
 }  // namespace gpt::sim

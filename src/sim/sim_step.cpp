@@ -138,7 +138,7 @@ SimResult simulate_step(const SimRun& r) {
   tl.restart();  // the set-up (allocation, zeroing) is not the step
   engine.begin_traffic_step();
   if (mesh.tp) mesh.tp->ledger().begin_step();
-  const double comm0 = sim_comm_seconds(*world);
+  const double comm0 = sim_comm_seconds(*world), gather0 = sim_gather_seconds(*world);
   try {
     if (r.run.fsdp.inference) {  // eval's pass (Trainer::evaluate): a forward with targets, no gradients
       const std::vector<int> tokens((size_t)r.run.B * r.run.T, 0);
@@ -166,6 +166,7 @@ SimResult simulate_step(const SimRun& r) {
   out.step_s = tl.host_time();
   out.phases = tl.phases();
   out.comm_s = sim_comm_seconds(*world) - comm0;
+  out.gather_s = sim_gather_seconds(*world) - gather0;
   out.hardware_flops = be.products_flops();
   out.gathers_ahead = params.gathers_ahead();
   const Layout& layout = model.layout();

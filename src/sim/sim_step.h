@@ -46,6 +46,7 @@ struct SimResult {
   double step_s = 0;
   std::array<double, kPhases> phases{};  // sums to step_s
   double comm_s = 0;                     // in collectives, hidden or not
+  double gather_s = 0;                   // of which all-gathers (the engine's, and the group's under SP)
   double hardware_flops = 0;             // products computed per step (recompute included)
   std::vector<SimUnit> units;
   std::vector<int> gathers_ahead;        // per acquire: all-gathers in flight after it

@@ -266,5 +266,39 @@ TEST(PlanSearchTp, TheEnginesCollectivesFollowRuleFivesPremises) {
       }
 }
 
+// Rule 5 with one gather slot: nothing is prefetched, so each of the engine's all-gathers idles the compute
+// stream for its whole length, as the group's collectives do. On the time model: a one-slot step lasts at least
+// its compute, the group's seconds and its own all-gathers' (SP off: the engine's only), whatever the strategy,
+// recompute, offload and accumulation; the all-gathers are no fewer seconds than the coarsest wrap's; and where
+// the gathers are long against the compute (wide blocks over a slow network), the bound passes rule 5's own.
+TEST(PlanSearchTp, WithOneGatherSlotTheEnginesGathersIdleTheCompute) {
+  const HardwareSpec hw = parse_hardware(test::gpu_file(2), "gpu2.json");
+  PlanRequest rq = request(hw, 4, 8, 4);
+  rq.base.cfg.channels = 512;
+  int passed_rule_five = 0;
+  for (int T : {1, 2})
+    for (const char* strategy : {"full", "grad_op", "hybrid"})
+      for (const char* levers : {"none", "full", "params", "activations"}) {
+        PlanChoice c;
+        c.tp = TpOptions{T, false};
+        c.strategy = FsdpOptions::parse_strategy(strategy);
+        c.shard_group = c.strategy == ShardStrategy::hybrid ? 2 : 0;
+        c.gather_slots = 1, c.B = 1, c.accum = 2;
+        if (std::string(levers) == "full") c.recompute = RecomputePolicy::parse("full");
+        if (std::string(levers) == "params" || std::string(levers) == "activations")
+          c.offload = OffloadSet::parse(levers);
+        const std::string what = str(T, " ", strategy, " ", levers);
+        const TimePlan p = time_of(rq, c);
+        const double tp = tp_seconds(rq, c);
+        EXPECT_GT(p.gather_s, 0) << what;
+        EXPECT_GE(p.step_s * (1 + 1e-12), p.compute_s + tp + p.gather_s) << what;
+        PlanChoice coarsest = c;
+        coarsest.wrap = WrapPolicy::parse("blocks:4");
+        EXPECT_LE(time_of(rq, coarsest).gather_s, p.gather_s * (1 + 1e-12)) << what;
+        passed_rule_five += p.gather_s > std::max(0.0, p.comm_s - tp - p.compute_s);  // beyond max(compute, comm)
+      }
+  EXPECT_GT(passed_rule_five, 0);
+}
+
 }  // namespace
 }  // namespace gpt
