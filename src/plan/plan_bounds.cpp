@@ -110,9 +110,11 @@ std::optional<PlanBounds::EngineSeconds> PlanBounds::floor_if_known(const PlanCh
   if (it != floors_.end()) {
     const Floor& f = it->second;
     if (f.refused_last || (two && f.refused_earlier)) return EngineSeconds{};  // priced one by one
-    if (f.last >= 0 && (!two || f.each_earlier >= 0))
-      return EngineSeconds{f.last + (c.accum - 1) * std::max(0.0, f.each_earlier),
-                           f.gathers_last + (c.accum - 1) * f.gathers_each_earlier};
+    if (f.last.comm >= 0 && (!two || f.each_earlier.comm >= 0)) {
+      const double earlier = c.accum - 1;  // 0 without accumulation, where each_earlier is not measured
+      return EngineSeconds{f.last.comm + earlier * std::max(0.0, f.each_earlier.comm),
+                           f.last.gathers + earlier * f.each_earlier.gathers};
+    }
   }
   if (missing) {
     const auto [at, added] = missing->at.emplace(key, missing->needs.size());
@@ -152,8 +154,7 @@ void PlanBounds::measure(Missing& missing) {
     const Missing::Need* need;
     Floor* floor;
     int accum;
-    double comm = -1;  // -1: refused
-    double gathers = 0;
+    EngineSeconds step;  // comm -1: refused
   };
   std::vector<Job> jobs;
   for (const Missing::Need& n : missing.needs) {
@@ -162,13 +163,13 @@ void PlanBounds::measure(Missing& missing) {
       f.refused_last = true;  // the group's step was refused
       continue;
     }
-    if (f.last < 0 && !f.refused_last) jobs.push_back({&n, &f, 1});
-    if (n.accum == 2 && f.each_earlier < 0 && !f.refused_earlier) jobs.push_back({&n, &f, 2});
+    if (f.last.comm < 0 && !f.refused_last) jobs.push_back({&n, &f, 1, {}});
+    if (n.accum == 2 && f.each_earlier.comm < 0 && !f.refused_earlier) jobs.push_back({&n, &f, 2, {}});
   }
   on_threads(jobs.size(), [&](size_t j) {
     try {
       const TimePlan p = floor_step(jobs[j].need->choice, jobs[j].need->wrap, jobs[j].accum);
-      jobs[j].comm = p.comm_s, jobs[j].gathers = p.gather_s;
+      jobs[j].step = EngineSeconds{p.comm_s, p.gather_s};
     } catch (const Error&) {
     }
   });
@@ -179,14 +180,14 @@ void PlanBounds::measure(Missing& missing) {
       Floor& f = *j.floor;
       const int T = j.need->choice.tp.size;
       const double tp = T > 1 ? tp_micro_.at(T) : 0.0;
-      const double floor = std::max(0.0, j.comm - accum * tp);
+      const EngineSeconds engine{std::max(0.0, j.step.comm - accum * tp), j.step.gathers};
       if (accum == 1) {
-        j.comm < 0 ? (void)(f.refused_last = true) : (void)(f.last = floor, f.gathers_last = j.gathers);
-      } else if (j.comm < 0 || f.refused_last) {
+        j.step.comm < 0 ? (void)(f.refused_last = true) : (void)(f.last = engine);
+      } else if (j.step.comm < 0 || f.refused_last) {
         f.refused_earlier = true;
       } else {
-        f.each_earlier = std::max(0.0, floor - f.last);
-        f.gathers_each_earlier = std::max(0.0, j.gathers - f.gathers_last);
+        f.each_earlier = EngineSeconds{std::max(0.0, engine.comm - f.last.comm),
+                                       std::max(0.0, engine.gathers - f.last.gathers)};
       }
     }
   missing = Missing{};

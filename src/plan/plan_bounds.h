@@ -50,23 +50,22 @@ class PlanBounds {
 
  private:
   using FloorKey = std::tuple<int, int, int, int, bool, std::string>;  // (T, strategy, G, reduce, no-sync, wrap)
-  struct Floor {
-    double last = -1;          // the last micro-step's (-1: not measured yet)
-    double each_earlier = -1;  // each earlier one's
-    double gathers_last = 0, gathers_each_earlier = 0;  // of those, the all-gathers'
-    bool refused_last = false, refused_earlier = false;  // the engine refuses that step: the floor's candidates
-                                                          // are priced (and refused) one by one
-  };
-  // The engine's collectives in a step of c's accumulation: all of them (-1: not counted or refused), and of
-  // those the all-gathers.
+  // The engine's collectives in a step or micro-step: all of them (-1: not measured, not counted or refused),
+  // and of those the all-gathers.
   struct EngineSeconds {
     double comm = -1, gathers = 0;
+  };
+  struct Floor {
+    EngineSeconds last;          // the last micro-step's
+    EngineSeconds each_earlier;  // each earlier one's
+    bool refused_last = false, refused_earlier = false;  // the engine refuses that step: the floor's candidates
+                                                          // are priced (and refused) one by one
   };
   static FloorKey floor_key(const PlanChoice& c, const WrapPolicy& wrap);
   bool counts_tp(int tp) const;
   double scalars(int tp) const;
   TimePlan floor_step(const PlanChoice& c, const WrapPolicy& wrap, int accum) const;
-  // c's floor under `wrap`, or nullopt while a measurement it needs is missing
+  // c's floor under `wrap` (a step of its accumulation), or nullopt while a measurement it needs is missing
   std::optional<EngineSeconds> floor_if_known(const PlanChoice& c, const WrapPolicy& wrap, Missing* missing);
   std::optional<double> channel_if_known(const PlanCandidate& c, const WrapPolicy& wrap, Missing* missing);
 
