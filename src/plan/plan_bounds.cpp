@@ -53,6 +53,7 @@ StepBound PlanBounds::of_key(const MeshSpace& m, PlanChoice c) const {
       const TimePlan p = one_rank_micro_step(rq_, c, s_.coarsest_wrap);
       b.compute = c.accum * p.compute_s;
       b.tp = c.accum * p.comm_s;
+      if (m.tp > 1) b.stretch = p.longest_stretch_s;
       return b;
     }
     c.strategy = m.strategies.front().first, c.shard_group = m.strategies.front().second;
@@ -113,7 +114,8 @@ std::optional<PlanBounds::EngineSeconds> PlanBounds::floor_if_known(const PlanCh
     if (f.last.comm >= 0 && (!two || f.each_earlier.comm >= 0)) {
       const double earlier = c.accum - 1;  // 0 without accumulation, where each_earlier is not measured
       return EngineSeconds{f.last.comm + earlier * std::max(0.0, f.each_earlier.comm),
-                           f.last.gathers + earlier * f.each_earlier.gathers};
+                           f.last.gathers + earlier * f.each_earlier.gathers,
+                           f.last.calls + earlier * f.each_earlier.calls};
     }
   }
   if (missing) {
@@ -169,7 +171,9 @@ void PlanBounds::measure(Missing& missing) {
   on_threads(jobs.size(), [&](size_t j) {
     try {
       const TimePlan p = floor_step(jobs[j].need->choice, jobs[j].need->wrap, jobs[j].accum);
-      jobs[j].step = EngineSeconds{p.comm_s, p.gather_s};
+      int64_t tp_calls = 0;
+      for (int64_t n : p.tp_calls) tp_calls += n;
+      jobs[j].step = EngineSeconds{p.comm_s, p.gather_s, (double)(p.timed_calls - tp_calls)};
     } catch (const Error&) {
     }
   });
@@ -180,14 +184,14 @@ void PlanBounds::measure(Missing& missing) {
       Floor& f = *j.floor;
       const int T = j.need->choice.tp.size;
       const double tp = T > 1 ? tp_micro_.at(T) : 0.0;
-      const EngineSeconds engine{std::max(0.0, j.step.comm - accum * tp), j.step.gathers};
+      const EngineSeconds engine{std::max(0.0, j.step.comm - accum * tp), j.step.gathers, j.step.calls};
       if (accum == 1) {
         j.step.comm < 0 ? (void)(f.refused_last = true) : (void)(f.last = engine);
       } else if (j.step.comm < 0 || f.refused_last) {
         f.refused_earlier = true;
       } else {
         f.each_earlier = EngineSeconds{std::max(0.0, engine.comm - f.last.comm),
-                                       std::max(0.0, engine.gathers - f.last.gathers)};
+                                       std::max(0.0, engine.gathers - f.last.gathers), engine.calls - f.last.calls};
       }
     }
   missing = Missing{};
@@ -205,28 +209,34 @@ double PlanBounds::engine_floor(const PlanChoice& c, const WrapPolicy& wrap) {
 
 // Rule 5: one channel carries every collective, and the group's idle the compute stream while they run, so
 // step >= group + max(compute, engine) + the scalar reductions after them. With one gather slot the engine's
-// all-gathers idle it too (plan_search.h), so then step >= group + compute + gathers + scalars as well.
+// all-gathers idle it too (plan_search.h), so then step >= group + compute + gathers + scalars as well. Under
+// TP, during each of the engine's n collectives the compute stream runs at most one stretch between the group's
+// waits, so step >= group + compute + (engine - n x stretch) + scalars: from the wrap's own floor only (a
+// coarser wrap's has fewer, longer collectives, and this term is not monotone in them).
 // (1 - 1e-12): the seconds are sums in another order than the step's.
-std::optional<double> PlanBounds::channel_if_known(const PlanCandidate& c, const WrapPolicy& wrap, Missing* missing) {
+std::optional<double> PlanBounds::channel_if_known(const PlanCandidate& c, const WrapPolicy& wrap, bool own,
+                                                   Missing* missing) {
   const std::optional<EngineSeconds> engine = floor_if_known(c.choice, wrap, missing);
   if (!engine) return std::nullopt;
   if (engine->comm < 0) return 0.0;
   double step = c.bound.tp + std::max(c.bound.compute, engine->comm);
   if (c.choice.gather_slots == 1) step = std::max(step, c.bound.tp + c.bound.compute + engine->gathers);
+  if (own && c.bound.stretch >= 0)
+    step = std::max(step, c.bound.tp + c.bound.compute + std::max(0.0, engine->comm - engine->calls * c.bound.stretch));
   return (1 - 1e-12) * (step + c.bound.scalars);
 }
 
 double PlanBounds::channel(const PlanCandidate& c) {
   engine_floor(c.choice, c.choice.wrap);  // measured when it is not yet
-  return *channel_if_known(c, c.choice.wrap, nullptr);
+  return *channel_if_known(c, c.choice.wrap, true, nullptr);
 }
 
 // The coarsest wrap's floor, shared by every wrap, first; the candidate's own (a step each) only when needed.
 bool PlanBounds::channel_known(const PlanCandidate& c, double step, bool* reaches, Missing& missing) {
-  const std::optional<double> coarse = channel_if_known(c, s_.coarsest_wrap, &missing);
+  const std::optional<double> coarse = channel_if_known(c, s_.coarsest_wrap, false, &missing);
   if (!coarse) return false;
   if (*coarse >= step) return *reaches = true;
-  const std::optional<double> own = channel_if_known(c, c.choice.wrap, &missing);
+  const std::optional<double> own = channel_if_known(c, c.choice.wrap, true, &missing);
   if (!own) return false;
   *reaches = *own >= step;
   return true;

@@ -8,7 +8,9 @@
 //    engine's collectives, from simulated steps of one and two micro-steps (the last micro-step's, and each
 //    earlier one's) scaled to the accumulation; the coarsest wrap's, no larger than any wrap's, is tried first.
 //    With one gather slot the engine's all-gathers idle the compute stream too: at least the group's
-//    collectives plus the compute plus the all-gathers, from the same steps.
+//    collectives plus the compute plus the all-gathers, from the same steps. Under TP, at least the group's
+//    collectives plus the compute plus (the engine's collectives less their count x the longest stretch of
+//    compute between two of the group's waits), from the wrap's own floor and rule 4's micro-step.
 #pragma once
 #include <functional>
 #include <map>
@@ -54,6 +56,7 @@ class PlanBounds {
   // and of those the all-gathers.
   struct EngineSeconds {
     double comm = -1, gathers = 0;
+    double calls = 0;  // how many of them (a count, scaled as the seconds are)
   };
   struct Floor {
     EngineSeconds last;          // the last micro-step's
@@ -67,7 +70,8 @@ class PlanBounds {
   TimePlan floor_step(const PlanChoice& c, const WrapPolicy& wrap, int accum) const;
   // c's floor under `wrap` (a step of its accumulation), or nullopt while a measurement it needs is missing
   std::optional<EngineSeconds> floor_if_known(const PlanChoice& c, const WrapPolicy& wrap, Missing* missing);
-  std::optional<double> channel_if_known(const PlanCandidate& c, const WrapPolicy& wrap, Missing* missing);
+  // own: `wrap` is c's own (the stretch term holds only there)
+  std::optional<double> channel_if_known(const PlanCandidate& c, const WrapPolicy& wrap, bool own, Missing* missing);
 
   const PlanRequest& rq_;
   const PlanSpace& s_;

@@ -63,7 +63,19 @@
 //     stream idles for its whole length as for the group's: the step lasts at least the group's collectives
 //     plus the compute plus those all-gathers, plus the scalars. The floors' steps give the all-gathers'
 //     seconds too (without SP the group issues none; no fewer at the coarsest wrap: the same bytes in fewer
-//     calls). A candidate whose channel bound reaches the K-th best step is not priced.
+//     calls). Under TP, at any slots: each of the group's collectives is issued and waited at once, on its
+//     inputs (the compute queued before it), and the channel runs them in issue order. So while one of the
+//     engine's collectives runs, the compute stream runs at most to its next wait on the group's: that one was
+//     issued after it and ends after it (one issued before has ended, and the compute queued before it with
+//     it). During each of the engine's n collectives the compute stream runs at most one stretch of model
+//     compute between two of the group's waits, and the step lasts at least the group's collectives + the
+//     compute + (the engine's collectives - n x the longest stretch), plus the scalars. The stretch comes from
+//     rule 4's micro-step (Timeline::longest_stretch: its waits at once are the group's, the engine's groups
+//     having one rank there; the first and last stretches joined, as accumulation joins them); a candidate
+//     runs the same model ops and has those waits, perhaps more. n comes from the floors' steps (their
+//     collectives that take time less the group's), the same whatever recompute, SP, B, the offloads or the
+//     slots; from the candidate's own wrap only (a coarser wrap's fewer calls would subtract less).
+//     A candidate whose channel bound reaches the K-th best step is not priced.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -104,6 +116,9 @@ struct StepBound {
   double compute = 0;  // forward + recompute + backward (model ops): the same whatever the engine does
   double tp = 0;       // the tensor-parallel group's collectives, where counted (0 otherwise)
   double scalars = 0;  // the loss's reduction over the world and the gradient norm's in the group, after them
+  // Where the group's are counted (T > 1): the most compute the compute stream runs between two of the group's
+  // waits (Timeline::longest_stretch of the same micro-step; -1: not known)
+  double stretch = -1;
   double total() const { return compute + tp + scalars; }
 };
 

@@ -37,6 +37,8 @@ TimePlan plan_time(const TimeModelInput& in, const HardwareSpec& hw) {
   plan.compute_s = plan.phases.forward + plan.phases.recompute + plan.phases.backward;
   plan.comm_s = r.comm_s;
   plan.gather_s = r.gather_s;
+  plan.timed_calls = r.timed_calls;
+  plan.longest_stretch_s = r.longest_stretch_s;
   plan.exposed_comm_s = plan.phases.exposed_comm;
   plan.bytes = r.bytes;
   plan.calls = r.calls;

@@ -54,6 +54,10 @@ struct TimePlan {
   double compute_s = 0;           // forward + recompute + backward
   double comm_s = 0;              // all collective time (hidden or not)
   double gather_s = 0;            // of which all-gathers (the engine's, and the group's under SP)
+  int64_t timed_calls = 0;        // collectives that take time, of every group (scalar helpers not counted)
+  // The most forward + recompute + backward the compute stream runs between two of its waits on a collective
+  // it issued and waited for at once, the first stretch and the last together (sim::Timeline::longest_stretch)
+  double longest_stretch_s = 0;
   double exposed_comm_s = 0;      // = phases.exposed_comm
   double tokens_per_s = 0;        // global: B*T*N*accum / step_s
   double model_flops_per_token = 0;  // Trainer::flops_per_token (6n + 12 L C T)

@@ -13,6 +13,7 @@ struct Pending {
   CollKind kind;
   int64_t bytes = 0;
   double dur = 0, ready = 0, end = 0;
+  uint64_t compute_ops = 0;  // the compute stream's ops queued when it was issued
   bool done = false;
   std::string name;
 };
@@ -26,6 +27,7 @@ struct SimNetwork {
   int gathers_in_flight = 0;
   double comm_seconds = 0;
   double gather_seconds = 0;  // of which all-gathers
+  int64_t timed_calls = 0;    // collectives that take time (d > 0)
 
   // Runs the FIFO up to and including p, on the host (MPI progresses only inside a wait), from the moment the
   // wait is reached: the host there, behind the device work queued before it (device buffers), so every
@@ -53,9 +55,10 @@ class SimWork : public Work {
   void wait() override {
     if (waited_) return;
     waited_ = true;
-    if (n_->overlap)
+    if (n_->overlap) {
       n_->tl->compute_waits(p_->end, Phase::exposed_comm);
-    else
+      if (p_->dur > 0 && n_->tl->compute_ops() == p_->compute_ops) n_->tl->waited_at_once();
+    } else
       n_->progress_until(*p_);
     ledger_->add_in_flight(-p_->bytes);
     if (p_->kind == CollKind::all_gather) n_->gathers_in_flight--;
@@ -141,9 +144,11 @@ class SimCommunicator : public Communicator {
     const std::string label = take_label();  // the engine's unit: "all-gather blocks3 1024 B over 4"
     if (trace::on()) p->name = str(what, label.empty() ? "" : " " + label, " ", bytes, " B over ", size_);
     n_->comm_seconds += p->dur;
+    n_->timed_calls += p->dur > 0;
     if (kind == CollKind::all_gather) n_->gather_seconds += p->dur;
     if (kind == CollKind::all_gather) n_->gathers_in_flight++;
     Timeline& tl = *n_->tl;
+    p->compute_ops = tl.compute_ops();
     if (n_->overlap || p->dur == 0) {
       // The comm stream waits for the compute stream's work queued so far (the inputs), then runs it.
       double s = 0;
@@ -193,5 +198,6 @@ std::unique_ptr<Communicator> make_sim_world(int world, int ranks_per_node, Time
 int sim_gathers_in_flight(Communicator& c) { return network_of(c).gathers_in_flight; }
 double sim_comm_seconds(Communicator& c) { return network_of(c).comm_seconds; }
 double sim_gather_seconds(Communicator& c) { return network_of(c).gather_seconds; }
+int64_t sim_timed_calls(Communicator& c) { return network_of(c).timed_calls; }
 
 }  // namespace gpt::sim

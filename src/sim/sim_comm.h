@@ -41,5 +41,7 @@ int sim_gathers_in_flight(Communicator& sim_comm);
 double sim_comm_seconds(Communicator& sim_comm);
 // Of those, the all-gathers' seconds.
 double sim_gather_seconds(Communicator& sim_comm);
+// The collectives that take time (d > 0) since the world was made.
+int64_t sim_timed_calls(Communicator& sim_comm);
 
 }  // namespace gpt::sim

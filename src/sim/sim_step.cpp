@@ -139,6 +139,7 @@ SimResult simulate_step(const SimRun& r) {
   engine.begin_traffic_step();
   if (mesh.tp) mesh.tp->ledger().begin_step();
   const double comm0 = sim_comm_seconds(*world), gather0 = sim_gather_seconds(*world);
+  const int64_t calls0 = sim_timed_calls(*world);
   try {
     if (r.run.fsdp.inference) {  // eval's pass (Trainer::evaluate): a forward with targets, no gradients
       const std::vector<int> tokens((size_t)r.run.B * r.run.T, 0);
@@ -167,6 +168,8 @@ SimResult simulate_step(const SimRun& r) {
   out.phases = tl.phases();
   out.comm_s = sim_comm_seconds(*world) - comm0;
   out.gather_s = sim_gather_seconds(*world) - gather0;
+  out.timed_calls = sim_timed_calls(*world) - calls0;
+  out.longest_stretch_s = tl.longest_stretch();
   out.hardware_flops = be.products_flops();
   out.gathers_ahead = params.gathers_ahead();
   const Layout& layout = model.layout();

@@ -47,6 +47,8 @@ struct SimResult {
   std::array<double, kPhases> phases{};  // sums to step_s
   double comm_s = 0;                     // in collectives, hidden or not
   double gather_s = 0;                   // of which all-gathers (the engine's, and the group's under SP)
+  int64_t timed_calls = 0;               // the collectives that take time, of every group
+  double longest_stretch_s = 0;          // Timeline::longest_stretch (where collectives overlap compute)
   double hardware_flops = 0;             // products computed per step (recompute included)
   std::vector<SimUnit> units;
   std::vector<int> gathers_ahead;        // per acquire: all-gathers in flight after it

@@ -29,6 +29,8 @@ void Timeline::charge_gap(double from, double to) {
 }
 
 double Timeline::compute(double d, Phase p) {
+  compute_ops_++;
+  if (p == Phase::forward || p == Phase::recompute || p == Phase::backward) stretch_ += d;
   if (!async_) return host(d, p);
   const double start = std::max(compute_, host_);
   charge_gap(compute_, start);
@@ -101,6 +103,18 @@ double Timeline::on_channel(int channel, double d, double ready, double* start) 
   return f;
 }
 
+void Timeline::waited_at_once() {
+  if (first_stretch_ < 0)
+    first_stretch_ = stretch_;
+  else
+    longest_stretch_ = std::max(longest_stretch_, stretch_);
+  stretch_ = 0;
+}
+
+double Timeline::longest_stretch() const {
+  return first_stretch_ < 0 ? stretch_ : std::max(longest_stretch_, first_stretch_ + stretch_);
+}
+
 void Timeline::restart() {
   synchronize();
   host_ = compute_ = copy_[0] = copy_[1] = 0;
@@ -108,6 +122,7 @@ void Timeline::restart() {
   for (double& c : copies_) c = 0;  // copies of the set-up are done
   host_log_.clear();
   phases_.fill(0);
+  stretch_ = 0, first_stretch_ = -1, longest_stretch_ = 0;
 }
 
 }  // namespace gpt::sim

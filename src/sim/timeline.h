@@ -57,6 +57,18 @@ class Timeline {
   int add_channel();
   double on_channel(int channel, double d, double ready, double* start);
 
+  // Ops queued on the compute stream so far (a collective waited with none queued since it was issued was
+  // issued and waited at once).
+  uint64_t compute_ops() const { return compute_ops_; }
+  // The compute stream waited for a collective of d > 0 seconds that it issued and waited for at once: the model
+  // compute since the previous such wait (or the restart) is one stretch.
+  void waited_at_once();
+  // The most model compute (forward, recompute, backward) the compute stream ran between two such waits since
+  // the restart, the first stretch and the unfinished last one counted together (a next micro-step's first
+  // joins this one's last); all of it when there was no such wait. Why a plan search wants it: during one
+  // collective on the channel the compute stream runs at most one stretch (plan_search.h, rule 5).
+  double longest_stretch() const;
+
   // Seconds per phase since the last restart(), and the step's time (the host after the final sync).
   const std::array<double, kPhases>& phases() const { return phases_; }
   // Forget the set-up (construction, allocation): every stream idle at time 0.
@@ -74,6 +86,8 @@ class Timeline {
   std::vector<double> channels_;  // free time per channel
   std::vector<HostSpan> host_log_;  // async: the host's busy spans the compute stream has not reached yet
   std::array<double, kPhases> phases_{};
+  uint64_t compute_ops_ = 0;
+  double stretch_ = 0, first_stretch_ = -1, longest_stretch_ = 0;  // model compute seconds (-1: no wait yet)
 };
 
 }  // namespace gpt::sim

@@ -76,6 +76,24 @@ inline double tp_seconds(const PlanRequest& rq, PlanChoice c) {
   return accum * time_of(one, c).comm_s;
 }
 
+// Rule 5's stretch under TP: the most compute c's compute stream runs between two of the group's waits, from
+// the same micro-step on the mesh's one data-parallel rank at the coarsest wrap (as PlanBounds::of_key).
+inline double tp_stretch(const PlanRequest& rq, PlanChoice c, const WrapPolicy& coarsest) {
+  c.strategy = ShardStrategy::full, c.shard_group = 0, c.accum = 1, c.no_sync = false, c.gather_slots = 1;
+  c.offload = OffloadSet{}, c.wrap = coarsest;
+  PlanRequest one = rq;
+  one.base.world = c.tp.size;
+  one.ranks_per_node = c.tp.size;
+  return time_of(one, c).longest_stretch_s;
+}
+
+// The engine's collectives that take time in c's step: every group's less the tensor-parallel group's.
+inline int64_t engine_calls(const TimePlan& p) {
+  int64_t n = p.timed_calls;
+  for (int64_t t : p.tp_calls) n -= t;
+  return n;
+}
+
 // The top 3 against every other feasible candidate, and each bound against every priced step.
 inline PlanResult expect_exact(const PlanRequest& base) {
   PlanRequest rq = base;

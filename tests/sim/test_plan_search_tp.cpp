@@ -15,7 +15,9 @@ using test::expect_exact;
 using test::request;
 using test::step_of;
 using test::time_of;
+using test::engine_calls;
 using test::tp_seconds;
+using test::tp_stretch;
 namespace {
 
 // A world of 4 with two sequences a step: one mesh in three (T = 1) cannot give each rank one.
@@ -236,19 +238,24 @@ TEST(PlanSearchTp, TheEnginesCollectivesFollowRuleFivesPremises) {
         c.B = 1, c.accum = 2;
         const std::string what = str(T, " ", strategy, " ", ns);
         const double base = engine_s(c);
+        const int64_t base_calls = engine_calls(time_of(rq, c));
+        EXPECT_GT(base_calls, 0) << what;
         for (const char* rc : {"selective", "full"}) {
           PlanChoice v = c;
           v.recompute = RecomputePolicy::parse(rc);
           EXPECT_NEAR(engine_s(v), base, 1e-9 * base) << what << " " << rc;
+          EXPECT_EQ(engine_calls(time_of(rq, v)), base_calls) << what << " " << rc;
         }
         for (const char* off : {"activations", "optimizer", "params"}) {
           PlanChoice v = c;
           v.offload = OffloadSet::parse(off);
           EXPECT_NEAR(engine_s(v), base, 1e-9 * base) << what << " " << off;
+          EXPECT_EQ(engine_calls(time_of(rq, v)), base_calls) << what << " " << off;
         }
         PlanChoice v = c;
         v.gather_slots = 3, v.B = 2, v.tp.sequence_parallel = false;
         EXPECT_NEAR(engine_s(v), base, 1e-9 * base) << what << " slots, B, SP";
+        EXPECT_EQ(engine_calls(time_of(rq, v)), base_calls) << what << " slots, B, SP";
         for (const char* wrap : {"block", "blocks:2", "blocks:3"}) {  // blocks:4: the coarsest of 4 layers
           PlanChoice w = c, coarsest = c;
           w.wrap = WrapPolicy::parse(wrap);
@@ -258,10 +265,13 @@ TEST(PlanSearchTp, TheEnginesCollectivesFollowRuleFivesPremises) {
         PlanChoice one = c, two = c;
         one.accum = 1, two.accum = 2;
         const double last = engine_s(one), each = engine_s(two) - last;
+        const int64_t last_calls = engine_calls(time_of(rq, one)),
+                      each_calls = engine_calls(time_of(rq, two)) - last_calls;
         for (int a : {3, 4}) {
           PlanChoice m = c;
           m.accum = a;
           EXPECT_NEAR(engine_s(m), last + (a - 1) * each, 1e-9 * engine_s(m)) << what << " x" << a;
+          EXPECT_EQ(engine_calls(time_of(rq, m)), last_calls + (a - 1) * each_calls) << what << " x" << a;
         }
       }
 }
@@ -297,6 +307,50 @@ TEST(PlanSearchTp, WithOneGatherSlotTheEnginesGathersIdleTheCompute) {
         EXPECT_LE(time_of(rq, coarsest).gather_s, p.gather_s * (1 + 1e-12)) << what;
         passed_rule_five += p.gather_s > std::max(0.0, p.comm_s - tp - p.compute_s);  // beyond max(compute, comm)
       }
+  EXPECT_GT(passed_rule_five, 0);
+}
+
+// Rule 5's stretch term under TP: each of the group's collectives is issued and waited at once, so any collective
+// the channel runs before it holds the compute stream at that wait; during one of the engine's n collectives the
+// compute stream runs at most the rest of one stretch between two such waits. On the time model: a step lasts
+// at least its compute + the group's seconds + (the engine's seconds - n x the stretch of its micro-step on one
+// data-parallel rank), at every strategy, gather slots, recompute, offload, SP and accumulation; the step's own
+// stretches (it has the group's waits and may have more) are no longer; and where the gathers are long against
+// the compute, the term passes rule 5's others.
+TEST(PlanSearchTp, DuringEachEngineCollectiveTheComputeRunsAtMostOneStretch) {
+  const HardwareSpec hw = parse_hardware(test::gpu_file(2), "gpu2.json");
+  PlanRequest rq = request(hw, 4, 8, 4);
+  rq.base.cfg.channels = 512;
+  const WrapPolicy coarsest = WrapPolicy::parse("blocks:4");
+  int passed_rule_five = 0, cases = 0;
+  for (const char* strategy : {"full", "grad_op", "none", "hybrid"})
+    for (int slots : {1, 2, 3})
+      for (const char* levers : {"none", "selective", "full", "activations", "params", "sp", "x2"}) {
+        PlanChoice c;
+        c.tp = TpOptions{2, std::string(levers) == "sp"};
+        c.strategy = FsdpOptions::parse_strategy(strategy);
+        c.shard_group = c.strategy == ShardStrategy::hybrid ? 2 : 0;
+        c.gather_slots = slots, c.B = 1, c.accum = std::string(levers) == "x2" ? 2 : 1;
+        c.wrap = WrapPolicy::parse(slots == 2 ? "blocks:2" : "block");
+        if (std::string(levers) == "selective" || std::string(levers) == "full")
+          c.recompute = RecomputePolicy::parse(levers);
+        if (std::string(levers) == "params" || std::string(levers) == "activations")
+          c.offload = OffloadSet::parse(levers);
+        const std::string what = str(strategy, " slots ", slots, " ", levers);
+        const TimePlan p = time_of(rq, c);
+        const double tp = tp_seconds(rq, c), stretch = tp_stretch(rq, c, coarsest);
+        const double engine = p.comm_s - tp;
+        const int64_t n = engine_calls(p);
+        ASSERT_GT(stretch, 0) << what;
+        EXPECT_LT(stretch, p.compute_s / c.accum) << what << ": the group's waits split the compute";
+        EXPECT_LE(p.longest_stretch_s, stretch * (1 + 1e-12)) << what;
+        const double term = std::max(0.0, engine - n * stretch);
+        EXPECT_GE(p.step_s * (1 + 1e-12), p.compute_s + tp + term) << what;
+        passed_rule_five += term > std::max(p.compute_s, engine) - p.compute_s &&
+                            (slots > 1 || term > p.gather_s);
+        cases++;
+      }
+  EXPECT_EQ(cases, 84);
   EXPECT_GT(passed_rule_five, 0);
 }
 

@@ -1,11 +1,15 @@
 // The simulated machine's clock (src/sim/timeline.h), worked by hand: on the cpu backend everything runs on
 // the host one after another; on a GPU the compute stream runs beside the host, waits charge its idle time
-// to their cause, a copy starts after the work queued before it, and the phases sum to the step.
+// to their cause, a copy starts after the work queued before it, and the phases sum to the step. And the
+// stretches rule 5 reads (plan_search.h): model compute between waits on collectives issued and waited at once.
 #include <gtest/gtest.h>
 
 #include <numeric>
 
+#include "src/plan/collectives.h"
+#include "src/sim/sim_comm.h"
 #include "src/sim/timeline.h"
+#include "tests/sim/plan_cases.h"
 
 namespace gpt::sim {
 namespace {
@@ -66,6 +70,55 @@ TEST(Timeline, TheFinalSyncWaitsForCopiesAsHostWait) {
   t.restart();
   EXPECT_DOUBLE_EQ(t.host_time(), 0);
   EXPECT_DOUBLE_EQ(sum(t), 0);
+}
+
+// A stretch is the model's compute (forward, recompute, backward; not the engine's ops) between two waits marked
+// at once; the first and the unfinished last count together (a next micro-step's first joins the last).
+TEST(Timeline, AStretchIsTheModelsComputeBetweenTwoWaitsAtOnce) {
+  Timeline t(true);
+  EXPECT_DOUBLE_EQ(t.longest_stretch(), 0);
+  t.compute(1, Phase::forward);
+  t.waited_at_once();                 // first: 1
+  t.compute(2, Phase::forward);
+  t.compute(5, Phase::engine);        // not the model's
+  t.compute(3, Phase::recompute);
+  t.waited_at_once();                 // 2 + 3 = 5
+  t.compute(3, Phase::backward);      // last: 3, with the first 1 + 3 = 4
+  EXPECT_DOUBLE_EQ(t.longest_stretch(), 5);
+  t.compute(2, Phase::backward);      // last: 5, with the first 6
+  EXPECT_DOUBLE_EQ(t.longest_stretch(), 6);
+  t.restart();
+  t.compute(4, Phase::forward);
+  t.compute(1, Phase::optimizer);
+  EXPECT_DOUBLE_EQ(t.longest_stretch(), 4);  // no wait: all of it
+}
+
+// The simulated communicators mark a wait at once where no op was queued on the compute stream between the
+// collective's issue and its wait, and it takes time; a collective waited after the compute it overlaps is
+// no such wait.
+TEST(Timeline, TheSimulatedCommunicatorsMarkOnlyWaitsAtOnce) {
+  const HardwareSpec hw = parse_hardware(test::gpu_file(2), "gpu2.json");
+  const NetworkModel net(hw, 2);
+  Timeline t(true);
+  std::unique_ptr<Communicator> world = make_sim_world(2, 2, t, &net, /*overlap=*/true, /*stream_ordered=*/true);
+  std::vector<float> x(1024);
+  t.compute(1, Phase::forward);
+  world->all_reduce_async(x.data(), x.size(), DType::F32, ReduceOp::sum)->wait();  // at once
+  t.compute(2, Phase::forward);
+  WorkPtr w = world->all_reduce_async(x.data(), x.size(), DType::F32, ReduceOp::sum);
+  t.compute(4, Phase::forward);  // overlaps it
+  w->wait();
+  t.compute(3, Phase::backward);
+  world->all_reduce_async(x.data(), x.size(), DType::F32, ReduceOp::sum)->wait();  // at once
+  t.compute(1, Phase::backward);
+  EXPECT_DOUBLE_EQ(t.longest_stretch(), 9);  // 2 + 4 + 3: the second wait split nothing (first + last: 2)
+  EXPECT_EQ(sim_timed_calls(*world), 3);
+  std::unique_ptr<Communicator> one = world->split_contiguous(1);
+  t.compute(1, Phase::backward);
+  one->all_reduce_async(x.data(), x.size(), DType::F32, ReduceOp::sum)->wait();  // one rank: takes no time
+  t.compute(7, Phase::backward);
+  EXPECT_EQ(sim_timed_calls(*world), 3);
+  EXPECT_DOUBLE_EQ(t.longest_stretch(), 10);  // the first 1 and the last 1 + 1 + 7: that wait split nothing
 }
 
 }  // namespace
