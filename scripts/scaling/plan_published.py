@@ -114,6 +114,13 @@ def case_row(a, case):
             "space": plan["stats"]["space"], "search_s": round(plan["stats"]["search_s"], 2), "why": plan["why"]}
 
 
+def why_not(plan):
+    """Each other T's "why", with how much of it was priced where its fastest is not exact (gpt plan's text says so
+    too): the rest were bounded out, and a faster one may be among them."""
+    return "; ".join(o["why"] + ("" if o["exact"] else f" (the fastest of the {o['priced']} of its {o['candidates']} "
+                                 "priced; the rest bounded out)") for o in plan["other_tp"] if o["why"])
+
+
 def mesh_row(a, case):
     name, source, model, world, T, total, hw, mesh, their_tp, their_tps, theirs, diff, pin = case
     hwf = str(c.REPO / HW / hw)
@@ -134,7 +141,7 @@ def mesh_row(a, case):
            "at_published_tp_over_published": round(at_theirs["tokens_per_s"] / their_tps, 3),
            "published_flags_predicted_tokens_per_s": "", "published_flags_device_peak_gib": "",
            "space": plan["stats"]["space"], "search_s": round(plan["stats"]["search_s"], 2),
-           "why": plan["why"], "why_not": "; ".join(o["why"] for o in plan["other_tp"] if o["why"]),
+           "why": plan["why"], "why_not": why_not(plan),
            "differences": diff}
     if theirs:
         mine = gpt_json(a, ["memplan", "--device", "cuda", *common, *theirs.split(), "--time"])
