@@ -78,7 +78,9 @@ done
 check_csv "$tm/prefetch_depth.csv"
 "$gpt" memplan --device cuda --config d12 --world 8 -B 4 -T 1024 --time --hardware data/hardware/h100.json \
   --trace "$tm/predicted.json" > /dev/null
-"$py" scripts/scaling/trace_reading.py "$tm/predicted.json" | grep -q "collectives on the comm stream" \
+# (its whole output first: grep -q stops reading at the match, and under pipefail the writer's broken pipe failed
+# the line now and then)
+reading=$("$py" scripts/scaling/trace_reading.py "$tm/predicted.json") && grep -q "collectives on the comm stream" <<< "$reading" \
   || { echo "FAIL: trace_reading.py on a predicted trace" >&2; exit 1; }
 echo "   $(( $(date +%s) - start )) s"
 
