@@ -90,7 +90,7 @@ void SimBackend::run(const OpCosts& ops, Phase p) {
   const double f = gpt::products_flops(ops);
   flops_ += f;
   if (host_of_) host_of_->flops_ += f;
-  if (unit_ >= 0 && (p == Phase::forward || p == Phase::recompute || p == Phase::backward)) {
+  if (unit_ >= 0 && is_model_phase(p)) {
     if ((int)unit_s_.size() <= unit_) unit_s_.resize(unit_ + 1, {0, 0, 0});
     unit_s_[unit_][p == Phase::forward ? 0 : p == Phase::recompute ? 1 : 2] += d;
   }

@@ -30,7 +30,7 @@ void Timeline::charge_gap(double from, double to) {
 
 double Timeline::compute(double d, Phase p) {
   compute_ops_++;
-  if (p == Phase::forward || p == Phase::recompute || p == Phase::backward) stretch_ += d;
+  if (is_model_phase(p)) stretch_ += d;
   if (!async_) return host(d, p);
   const double start = std::max(compute_, host_);
   charge_gap(compute_, start);

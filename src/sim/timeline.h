@@ -25,6 +25,8 @@ namespace gpt::sim {
 enum class Phase : int { forward, recompute, backward, engine, copies, exposed_comm, optimizer, host_wait, count };
 constexpr int kPhases = (int)Phase::count;
 const char* phase_name(Phase p);
+// The model's own compute (forward, recompute, backward), as against the engine's, copies and waits.
+inline bool is_model_phase(Phase p) { return p == Phase::forward || p == Phase::recompute || p == Phase::backward; }
 
 class Timeline {
  public:
